@@ -1,0 +1,29 @@
+# Both targets build the virtual environment on first use, so a fresh machine with only
+# Python 3.11, pip and gcc needs nothing else.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: quickstart test test-slow venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+quickstart: $(STAMP)
+	$(BIN)/realm-bench quickstart
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) results/runs

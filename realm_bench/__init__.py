@@ -1,0 +1,1 @@
+"""realm-bench: a gin-configured benchmarking harness for REALM."""

@@ -1,0 +1,1 @@
+"""seqio tasks for realm-bench, installed as `realm_bench.tasks`."""
