@@ -25,6 +25,9 @@ def atomic_path(path) -> Iterator[Path]:
   fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
   os.close(fd)
   tmp = Path(tmp)
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
   try:
     yield tmp
     os.replace(tmp, path)
