@@ -1,0 +1,145 @@
+"""`realm-bench check`: does what we ran agree with the paper?
+
+Two kinds of verdict. A paper-scale cell is OK within its tolerance of the printed number,
+OK~ within twice it (still a pass: a reproduction that close is a reproduction), FAIL beyond,
+MISSING without a record. A claim ("REALM above ORQA") is judged on the records of its own
+scale, so the synthetic world can confirm the paper's directions without ever being compared
+with the paper's numbers. Exit code 1 on any FAIL (and on MISSING under --strict) lets CI gate
+on it.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from realm_bench.errors import InputError
+from realm_bench.reporting.collect import mean_and_count, select
+from realm_bench.reporting.records import SCALES
+from realm_bench.reporting.tables import (
+    REPORTED_PATH, SPECS_DIR, Claim, Spec, load_frame, load_reported, load_specs)
+
+COLUMNS = ("kind", "item", "description", "scale", "reported", "ours", "baseline", "delta",
+           "tol", "n", "verdict")
+PASSING = ("OK", "OK~", "PASS")
+# Differences are of numbers printed to 0.1; a hair of slack keeps |38.2+1.5-38.2| <= 1.5 true.
+_EPS = 1e-9
+
+
+def _cell_verdict(delta: float, tol: float) -> str:
+  if abs(delta) <= tol + _EPS:
+    return "OK"
+  if abs(delta) <= 2 * tol + _EPS:
+    return "OK~"
+  return "FAIL"
+
+
+def _cells(spec: Spec, reported, frame) -> list[dict]:
+  out = []
+  for row in spec.rows:
+    if not row.experiment:
+      continue
+    for col in spec.columns:
+      cell = reported.get((spec.reported_table, row.row, col.dataset, col.split, col.metric))
+      if cell is None:
+        continue
+      ours, n = mean_and_count(select(
+          frame, experiment=row.experiment, scale="paper", dataset=col.dataset, split=col.split,
+          metric=col.metric, table=spec.reported_table, row=row.row)["value"])
+      delta = None if ours is None else ours - cell.value
+      out.append({
+          "kind": "cell", "item": f"{spec.reported_table}#{row.row} {col.name} {row.experiment}",
+          "description": f"{row.label}: {col.dataset} {col.split} {col.metric}",
+          "scale": "paper", "reported": cell.value, "ours": ours, "baseline": None,
+          "delta": delta, "tol": cell.tolerance, "n": n,
+          "verdict": "MISSING" if delta is None else _cell_verdict(delta, cell.tolerance)})
+  return out
+
+
+def _claim(spec: Spec, claim: Claim, frame) -> list[dict]:
+  def side_mean(side, scale):
+    return mean_and_count(select(
+        frame, experiment=side.experiment, params=side.params, scale=scale,
+        dataset=claim.dataset, split=claim.split, metric=claim.metric,
+        table=spec.reported_table)["value"])
+
+  base = {"kind": "claim", "item": f"{spec.id}/{claim.id}",
+          "description": f"{claim.text}: {claim.better.describe()} > "
+                         f"{claim.worse.describe()} on {claim.dataset} {claim.split} "
+                         f"{claim.metric}",
+          "reported": None, "tol": claim.margin}
+  judged, partial = [], None
+  for scale in (SCALES if claim.scale == "any" else (claim.scale,)):
+    (better, n_better), (worse, n_worse) = side_mean(claim.better, scale), side_mean(
+        claim.worse, scale)
+    row = {**base, "scale": scale, "ours": better, "baseline": worse,
+           "n": min(n_better, n_worse)}
+    if n_better and n_worse:
+      delta = better - worse
+      judged.append({**row, "delta": delta,
+                     "verdict": "PASS" if delta > claim.margin + _EPS else "FAIL"})
+    elif partial is None or n_better + n_worse:
+      partial = {**row, "delta": None, "verdict": "MISSING"}
+  if judged:
+    return judged
+  return [{**partial, "scale": claim.scale}]
+
+
+def check(*, runs_dir, strict: bool = False, specs_dir=SPECS_DIR,
+          reported_path=REPORTED_PATH) -> tuple[int, pd.DataFrame]:
+  """Verdicts for every checkable cell and claim, and the exit code they add up to."""
+  reported = load_reported(reported_path)
+  specs = load_specs(specs_dir, reported)
+  frame = load_frame(runs_dir)
+  rows = []
+  for spec in specs:
+    if spec.kind == "table":
+      rows += _cells(spec, reported, frame)
+    for claim in spec.claims:
+      rows += _claim(spec, claim, frame)
+  verdicts = pd.DataFrame(rows, columns=list(COLUMNS))
+  failed = verdicts["verdict"].eq("FAIL").any()
+  missing = verdicts["verdict"].eq("MISSING").any()
+  return int(bool(failed or (strict and missing))), verdicts
+
+
+def _fmt(value, signed=False) -> str:
+  if value is None or isinstance(value, float) and math.isnan(value):
+    return "—"
+  return f"{value:+.1f}" if signed else f"{value:.1f}"
+
+
+def format_verdicts(verdicts: pd.DataFrame) -> str:
+  shown = pd.DataFrame({
+      "verdict": verdicts["verdict"],
+      "item": verdicts["item"],
+      "scale": verdicts["scale"],
+      "reported": [_fmt(v) for v in verdicts["reported"]],
+      "ours": [_fmt(o) if k == "cell" else f"{_fmt(o)} vs {_fmt(b)}"
+               for k, o, b in zip(verdicts["kind"], verdicts["ours"], verdicts["baseline"])],
+      "Δ": [_fmt(v, signed=True) for v in verdicts["delta"]],
+      "tol": [_fmt(v) if k == "cell" else f">{v:g}"
+              for k, v in zip(verdicts["kind"], verdicts["tol"])],
+      "n": verdicts["n"].astype(int),
+      "what": verdicts["description"],
+  })
+  widths = {c: max(len(c), *(len(str(v)) for v in shown[c])) for c in shown.columns}
+  lines = ["  ".join(str(v).ljust(widths[c]) for c, v in zip(shown.columns, values)).rstrip()
+           for values in [shown.columns, *shown.itertuples(index=False)]]
+  return "\n".join(lines)
+
+
+def cli_main(args, gin_bindings) -> int:
+  if gin_bindings:
+    raise InputError("`check` takes no --gin bindings (it reads run records only)")
+  code, verdicts = check(runs_dir=args.runs, strict=args.strict)
+  print(format_verdicts(verdicts))
+  parts = []
+  for kind, names in (("cells", ("OK", "OK~", "FAIL", "MISSING")),
+                      ("claims", ("PASS", "FAIL", "MISSING"))):
+    counts = verdicts[verdicts["kind"] == kind[:-1]]["verdict"].value_counts()
+    parts.append(f"{kind}: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in names))
+  summary = "; ".join(parts)
+  mode = " (--strict: MISSING fails)" if args.strict else ""
+  print(f"\ncheck: {summary}{mode} -> exit {code}")
+  return code

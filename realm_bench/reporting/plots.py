@@ -1,0 +1,56 @@
+"""Figures drawn from the aggregated run records (matplotlib, off-screen).
+
+Built on `matplotlib.figure.Figure` rather than pyplot, so drawing a plot neither needs a
+display nor changes the global backend of whoever imported us.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+from matplotlib import ticker
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from realm_bench.io_utils import atomic_write_bytes
+
+
+def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
+  """Metric columns of a sweep against the swept parameter (left) and against the measured
+  staleness (right): the right panel shows whether the knob moved what it claims to."""
+  metric_columns = [c.name for c in spec.sweep_columns if c.metric is not None]
+  stat_columns = [c.name for c in spec.sweep_columns if c.stat is not None]
+  figure = Figure(figsize=(10, 4.4), layout="constrained")
+  FigureCanvasAgg(figure)
+  axes = figure.subplots(1, 1 + bool(stat_columns), squeeze=False)[0]
+  panels = [(axes[0], spec.param, f"params.{spec.param}")]
+  if stat_columns:
+    panels.append((axes[1], stat_columns[0], stat_columns[0]))
+  for ax, x_column, x_label in panels:
+    for scale, part in points.groupby("scale", sort=True):
+      part = part.sort_values(x_column)
+      x = pd.to_numeric(part[x_column], errors="coerce").astype(float)
+      for name in metric_columns:
+        y = part[name].astype(float)
+        ok = x.notna() & y.notna()
+        if ok.any():
+          ax.plot(x[ok], y[ok], marker="o", label=f"{name} ({scale})")
+    values = pd.to_numeric(points[x_column], errors="coerce").dropna()
+    if len(values) and values.min() > 0 and values.max() >= 10 * values.min():
+      ax.set_xscale("log")
+      ax.xaxis.set_major_formatter(ticker.ScalarFormatter())
+    if x_column == spec.param and len(values):
+      ax.set_xticks(sorted(set(values)))
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("%")
+    ax.grid(True, alpha=0.3)
+    if ax.has_data():
+      ax.legend(fontsize="small")
+  figure.suptitle(spec.title)
+  figure.supxlabel(caption, fontsize="x-small")  # a footer that constrained layout keeps clear
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format="png", dpi=120, metadata={"Description": caption})
+  path = Path(path)
+  atomic_write_bytes(path, buffer.getvalue())
+  return path

@@ -1,0 +1,405 @@
+"""Run records, the reported numbers, `realm-bench tables` and `realm-bench check`."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from realm_bench import cli
+from realm_bench.errors import InputError
+from realm_bench.reporting import check as check_lib
+from realm_bench.reporting import collect, records, tables
+from record_factory import make_record, write_run
+
+GOLDEN = Path(__file__).parent / "golden" / "tables"
+REFERENCE_CSV = (Path(__file__).resolve().parents[2]
+                 / "shared/reference/realm_2020_reported.csv")
+
+
+# --- run records ------------------------------------------------------------------------------
+
+
+def test_record_round_trip(tmp_path):
+  record = make_record(
+      experiment="staleness", split="dev", cells=[{"table": "T2", "row": 7, "dataset": "nq",
+                                                    "metric": "recall@5"}],
+      metrics={"exact_match": 31.25, "recall@5": 17.0}, recall_matcher="regex",
+      params={"refresh_every_steps": 30, "nested": {"k": [1, 2]}},
+      stats={"staleness_mean": 12.5, "staleness_max": 30},
+      index_manifests=[{"embedder_step": 100, "num_blocks": 64}])
+  path = records.write_record(tmp_path / "run", record)
+  assert path == tmp_path / "run" / "record.json"
+  assert records.read_record(path) == record
+  assert records.read_record(tmp_path / "run") == record  # a run folder works too
+  assert json.loads(path.read_text())["schema_version"] == records.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"metrics": {"exact_match": float("nan")}}, "metrics.exact_match"),
+    ({"stats": {"staleness_mean": float("inf")}}, "stats.staleness_mean"),
+    ({"num_examples": "12"}, "num_examples"),
+    ({"dataset": "trivia"}, "dataset"),
+    ({"metrics": {"recall@5": 10.0}, "recall_matcher": "fuzzy"}, "recall_matcher"),
+])
+def test_write_record_refuses_bad_fields(tmp_path, overrides, field):
+  with pytest.raises(InputError) as e:
+    records.write_record(tmp_path, make_record(**overrides))
+  assert e.value.field == field and e.value.path == str(tmp_path / "record.json")
+  assert not (tmp_path / "record.json").exists()
+
+
+def _good_json(tmp_path) -> str:
+  return records.write_record(tmp_path / "good", make_record()).read_text()
+
+
+def _edit(text, **changes) -> str:
+  obj = json.loads(text)
+  for key, value in changes.items():
+    if value is KeyError:
+      del obj[key]
+    else:
+      obj[key] = value
+  return json.dumps(obj)
+
+
+@pytest.mark.parametrize("mutate, field, line", [
+    (lambda t: t[: len(t) // 2], None, True),                                   # truncated
+    (lambda t: _edit(t, task=KeyError), "task", False),                         # missing field
+    (lambda t: _edit(t, metrics={"exact_match": "NaN!"}).replace('"NaN!"', "NaN"),
+     "metrics.exact_match", False),                                             # NaN literal
+    (lambda t: _edit(t, metrics={"exact_match": 1}).replace(": 1}", ": 1e999}"),
+     "metrics.exact_match", False),                                             # overflows to inf
+    (lambda t: _edit(t, steps=1.5), "steps", False),                            # wrong type
+    (lambda t: _edit(t, metrics={"exact_match": "39"}), "metrics.exact_match", False),
+    (lambda t: _edit(t, metric={}), "metric", False),                           # unknown field
+    (lambda t: _edit(t, metrics={"recall@5": 3.0}), "recall_matcher", False),   # matcher unnamed
+    (lambda t: _edit(t, cells=[{"table": "T1", "row": "9", "dataset": "nq", "metric": "x"}]),
+     "cells[0].row", False),
+    (lambda t: _edit(t, start_time="yesterday"), "start_time", False),
+])
+def test_read_record_names_file_and_field(tmp_path, mutate, field, line):
+  path = tmp_path / "bad" / "record.json"
+  path.parent.mkdir()
+  path.write_text(mutate(_good_json(tmp_path)))
+  with pytest.raises(InputError) as e:
+    records.read_record(path)
+  assert e.value.path == str(path)
+  assert e.value.field == field
+  assert (e.value.line is not None) == line
+  assert str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("command", ["check", "tables"])
+def test_cli_exits_2_naming_the_bad_record(tmp_path, capsys, command):
+  write_run(tmp_path / "runs", "ok")
+  bad = tmp_path / "runs" / "bad" / "record.json"
+  bad.parent.mkdir()
+  bad.write_text(_edit(_good_json(tmp_path), num_examples=KeyError))
+  code = cli.main([command, "--runs", str(tmp_path / "runs"), *(
+      ["--out", str(tmp_path / "tables")] if command == "tables" else [])])
+  assert code == 2
+  err = capsys.readouterr().err
+  assert str(bad) in err and "num_examples" in err
+
+
+def test_git_commit_and_hardware_info(tmp_path):
+  assert records.git_commit(tmp_path) == "unknown"
+  commit = records.git_commit()
+  assert commit == "unknown" or len(commit.removesuffix("-dirty")) == 40
+  # hardware_info must not import JAX (that would start a backend just to write a record).
+  code = ("import sys; from realm_bench.reporting.records import hardware_info; "
+          "info = hardware_info(); assert 'jax' not in sys.modules, 'jax imported'; "
+          "assert info['cpu_count'] >= 1 and 'device_kind' not in info")
+  subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# --- collecting -------------------------------------------------------------------------------
+
+
+def test_collect_one_row_per_metric_with_params_and_stats(tmp_path):
+  write_run(tmp_path / "a" / "deep", "s1", experiment="staleness", split="dev",
+            metrics={"exact_match": 40.0, "recall@5": 30.0},
+            params={"refresh_every_steps": 5}, stats={"staleness_mean": 2.5})
+  write_run(tmp_path, "r1", metrics={"exact_match": 50.0})
+  frame = collect.collect_records(tmp_path)
+  assert len(frame) == 3
+  stale = frame[frame["run_id"] == "s1"]
+  assert sorted(stale["metric"]) == ["exact_match", "recall@5"]
+  assert (stale["params.refresh_every_steps"] == 5).all()
+  assert (stale["stats.staleness_mean"] == 2.5).all()
+  assert frame[frame["run_id"] == "r1"]["params.refresh_every_steps"].isna().all()
+  assert {"experiment", "dataset", "split", "scale", "metric", "value", "path",
+          "run_id"} <= set(frame.columns)
+
+
+def test_collect_refuses_missing_folder_and_duplicate_run_ids(tmp_path):
+  with pytest.raises(InputError, match="does not exist"):
+    collect.collect_records(tmp_path / "nope")
+  write_run(tmp_path / "x", "same")
+  write_run(tmp_path / "y", "same")
+  with pytest.raises(InputError) as e:
+    collect.collect_records(tmp_path)
+  assert e.value.field == "run_id"
+
+
+# --- reported numbers -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not REFERENCE_CSV.is_file(),
+                    reason=f"reference CSV not found at {REFERENCE_CSV} (../shared beside the "
+                           "repo)")
+def test_reported_yaml_matches_reference_csv():
+  reported = tables.load_reported()
+  expected = {}
+  with open(REFERENCE_CSV, newline="", encoding="utf-8") as f:
+    for row in csv.DictReader(f):
+      metric = "exact_match" if row["metric"] == "exact_match" else "recall@5"
+      assert metric == "exact_match" or row["metric"].startswith("recall@5")
+      for dataset in ("nq", "wq", "ct"):
+        if row[dataset] != "NA":
+          key = (row["table"], int(row["row"]), dataset, row["split"], metric)
+          expected[key] = (float(row[dataset]), row["system"])
+  assert set(reported) == set(expected)
+  for key, (value, system) in expected.items():
+    assert reported[key].value == value, key
+    assert reported[key].system == system, key
+    assert reported[key].source == f"Guu et al. 2020, REALM, ICML, Table {key[0][1]}"
+
+
+def test_spec_naming_an_unknown_row_is_refused(tmp_path):
+  doc = yaml.safe_load((tables.SPECS_DIR / "table2.yaml").read_text())
+  doc["rows"][3]["row"] = 99
+  (tmp_path / "table2.yaml").write_text(yaml.safe_dump(doc))
+  with pytest.raises(InputError) as e:
+    tables.load_specs(tmp_path)
+  assert e.value.field == "rows[3].row" and e.value.path == str(tmp_path / "table2.yaml")
+
+
+# --- fixtures of runs -------------------------------------------------------------------------
+
+
+def _paper_cells():
+  """(spec, row, column, reported cell) for every paper-scale cell `check` judges."""
+  reported = tables.load_reported()
+  for spec in tables.load_specs(reported=reported):
+    for row in spec.rows if spec.kind == "table" else ():
+      for col in spec.columns if row.experiment else ():
+        cell = reported.get((spec.reported_table, row.row, col.dataset, col.split, col.metric))
+        if cell is not None:
+          yield spec, row, col, cell
+
+
+def _write_paper_runs(runs, offsets=None):
+  """One paper-scale run per judged cell, at the reported value plus offsets[(table, row,
+  dataset, metric)] (in units of that cell's tolerance)."""
+  offsets = offsets or {}
+  for spec, row, col, cell in _paper_cells():
+    key = (cell.table, cell.row, cell.dataset, cell.metric)
+    write_run(runs, f"paper-{cell.table}-{cell.row}-{cell.dataset}-{cell.metric}",
+              experiment=row.experiment, scale="paper", dataset=col.dataset, split=col.split,
+              metrics={col.metric: cell.value + offsets.get(key, 0.0) * cell.tolerance},
+              cells=[dict(zip(("table", "row", "dataset", "metric"), key))])
+
+
+def _write_synthetic_runs(runs, realm_test=55.0, stale_at_1=50.0):
+  write_run(runs, "syn-realm-test", experiment="realm", metrics={"exact_match": realm_test})
+  write_run(runs, "syn-orqa-test", experiment="orqa", metrics={"exact_match": 40.0})
+  write_run(runs, "syn-closed-test", experiment="closed_book", metrics={"exact_match": 12.0})
+  for name, em, recall in [("realm", 50.0, 45.0), ("orqa", 35.0, 20.0),
+                           ("realm_stale_30x", 30.0, 15.0),
+                           ("realm_random_token_mask", 40.0, 30.0)]:
+    write_run(runs, f"syn-{name}-dev", experiment=name, split="dev",
+              metrics={"exact_match": em, "recall@5": recall})
+  for seed, (every, em) in enumerate([(1, stale_at_1), (1, stale_at_1 + 2.0), (10, 45.0),
+                                      (30, 35.0)]):
+    write_run(runs, f"syn-stale-{seed}", experiment="staleness", split="dev",
+              metrics={"exact_match": em, "recall@5": em - 10.0},
+              params={"refresh_every_steps": every},
+              stats={"staleness_mean": (every - 1) / 2, "staleness_max": every - 1})
+
+
+def _verdict(verdicts, item, scale=None):
+  rows = verdicts[verdicts["item"] == item]
+  if scale is not None:
+    rows = rows[rows["scale"] == scale]
+  assert len(rows) == 1, (item, rows)
+  return rows["verdict"].iloc[0]
+
+
+# --- check --------------------------------------------------------------------------------------
+
+
+def test_check_everything_at_reported_values_passes_even_strict(tmp_path):
+  _write_paper_runs(tmp_path)
+  _write_synthetic_runs(tmp_path)
+  code, verdicts = check_lib.check(runs_dir=tmp_path, strict=True)
+  assert set(verdicts["verdict"]) <= {"OK", "PASS"}, verdicts[~verdicts["verdict"].isin(
+      ["OK", "PASS"])]
+  assert code == 0
+  # table2's claims have scale `any`: both the paper-scale and the synthetic runs are judged.
+  assert _verdict(verdicts, "table2/fresh_above_stale_em", "paper") == "PASS"
+  assert _verdict(verdicts, "table2/fresh_above_stale_em", "synthetic") == "PASS"
+
+
+@pytest.mark.parametrize("offset, verdict, code", [(0.9, "OK", 0), (-1.5, "OK~", 0),
+                                                   (2.0, "OK~", 0), (2.1, "FAIL", 1)])
+def test_check_cell_tolerance_bands(tmp_path, offset, verdict, code):
+  _write_paper_runs(tmp_path, offsets={("T1", 9, "nq", "exact_match"): offset})
+  got, verdicts = check_lib.check(runs_dir=tmp_path)
+  assert _verdict(verdicts, "T1#9 NQ orqa") == verdict
+  assert got == code
+
+
+def test_check_missing_passes_unless_strict(tmp_path, capsys):
+  (tmp_path / "runs").mkdir()
+  assert check_lib.check(runs_dir=tmp_path / "runs")[0] == 0
+  code, verdicts = check_lib.check(runs_dir=tmp_path / "runs", strict=True)
+  assert code == 1 and set(verdicts["verdict"]) == {"MISSING"}
+  # A runs folder that does not exist is "no runs yet", with a note.
+  assert cli.main(["check", "--runs", str(tmp_path / "none")]) == 0
+  assert cli.main(["check", "--runs", str(tmp_path / "none"), "--strict"]) == 1
+  captured = capsys.readouterr()
+  assert "does not exist" in captured.err and "MISSING" in captured.out
+
+
+def test_check_claims_fail_when_direction_reverses(tmp_path, capsys):
+  _write_synthetic_runs(tmp_path, realm_test=30.0, stale_at_1=20.0)
+  code, verdicts = check_lib.check(runs_dir=tmp_path)
+  assert code == 1
+  assert _verdict(verdicts, "table1/realm_above_orqa") == "FAIL"
+  assert _verdict(verdicts, "table1/realm_above_closed_book") == "PASS"
+  assert _verdict(verdicts, "staleness/refresh_1_above_30_em", "synthetic") == "FAIL"
+  assert _verdict(verdicts, "table2/realm_above_orqa", "synthetic") == "PASS"
+  assert _verdict(verdicts, "table1/realm_wiki_above_orqa") == "MISSING"  # paper scale only
+  assert cli.main(["check", "--runs", str(tmp_path)]) == 1
+  out = capsys.readouterr().out
+  assert "table1/realm_above_orqa" in out and "FAIL" in out
+
+
+def test_records_listing_cells_count_only_for_those_cells(tmp_path):
+  # The fine-tuning run also measured recall@5 after fine-tuning; it lists only its EM cell,
+  # so Table 2's zero-shot recall@5 comes from the retriever-only run alone.
+  write_run(tmp_path, "ft", experiment="realm", scale="paper", split="dev",
+            metrics={"exact_match": 38.0, "recall@5": 70.0},
+            cells=[{"table": "T2", "row": 1, "dataset": "nq", "metric": "exact_match"}])
+  write_run(tmp_path, "zs", experiment="realm", scale="paper", split="dev",
+            metrics={"recall@5": 38.0},
+            cells=[{"table": "T2", "row": 1, "dataset": "nq", "metric": "recall@5"}])
+  _, verdicts = check_lib.check(runs_dir=tmp_path)
+  row = verdicts[verdicts["item"] == "T2#1 Recall@5 realm"].iloc[0]
+  assert row["ours"] == 38.0 and row["n"] == 1 and row["verdict"] == "OK"
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+def _golden_runs(runs):
+  write_run(runs, "orqa-nq-1", experiment="orqa", scale="paper", metrics={"exact_match": 33.0})
+  write_run(runs, "orqa-nq-2", experiment="orqa", scale="paper", metrics={"exact_match": 34.0})
+  write_run(runs, "realm-wiki-ct", experiment="realm_wiki", scale="paper", dataset="ct",
+            metrics={"exact_match": 41.25})
+  write_run(runs, "realm-dev-ft", experiment="realm", scale="paper", split="dev",
+            metrics={"exact_match": 38.0, "recall@5": 70.0},
+            cells=[{"table": "T2", "row": 1, "dataset": "nq", "metric": "exact_match"}])
+  write_run(runs, "realm-dev-zs", experiment="realm", scale="paper", split="dev",
+            metrics={"recall@5": 36.9},
+            cells=[{"table": "T2", "row": 1, "dataset": "nq", "metric": "recall@5"}])
+  _write_synthetic_runs(runs)
+
+
+def _assert_golden(name: str, text: str) -> None:
+  path = GOLDEN / name
+  if os.environ.get("UPDATE_GOLDEN") == "1":
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return
+  assert path.is_file(), f"golden file {path} is missing; create it with UPDATE_GOLDEN=1"
+  assert text == path.read_text(encoding="utf-8"), (
+      f"{name} differs from {path}; if the change is intended, rerun with UPDATE_GOLDEN=1")
+
+
+def test_tables_match_golden_files(tmp_path, monkeypatch, capsys):
+  monkeypatch.chdir(tmp_path)  # relative paths, so the files' header lines are stable
+  _golden_runs(Path("runs"))
+  assert cli.main(["tables", "--runs", "runs", "--format", "md,csv", "--out", "tables"]) == 0
+  out = capsys.readouterr().out
+  for spec in ("table1", "table2", "staleness"):
+    for fmt in ("md", "csv"):
+      text = (tmp_path / "tables" / f"{spec}.{fmt}").read_text(encoding="utf-8")
+      _assert_golden(f"{spec}.{fmt}", text)
+    assert (tmp_path / "tables" / f"{spec}.md").read_text(encoding="utf-8") in out
+
+
+def _csv_frame(path) -> pd.DataFrame:
+  return pd.read_csv(path, skiprows=2)  # past the "# Generated by" and "# title" lines
+
+
+def test_tables_average_runs_and_keep_synthetic_apart(tmp_path):
+  write_run(tmp_path / "runs", "p1", experiment="orqa", scale="paper",
+            metrics={"exact_match": 33.0})
+  write_run(tmp_path / "runs", "p2", experiment="orqa", scale="paper",
+            metrics={"exact_match": 34.0})
+  write_run(tmp_path / "runs", "s1", experiment="realm", scale="synthetic",
+            metrics={"exact_match": 77.0})
+  tables.render_tables(runs_dir=tmp_path / "runs", formats=["csv"], out_dir=tmp_path / "t")
+  frame = _csv_frame(tmp_path / "t" / "table1.csv")
+  paper = frame[frame["section"] == "paper"].set_index("row")
+  synthetic = frame[frame["section"] == "synthetic"].set_index("experiment")
+  assert paper.loc[9, "NQ ours"] == 33.5 and paper.loc[9, "NQ n"] == 2
+  assert paper.loc[9, "NQ Δ"] == pytest.approx(0.2)
+  assert paper["NQ ours"].drop(index=9).isna().all()        # the synthetic 77.0 is not here
+  assert synthetic.loc["realm", "NQ ours"] == 77.0 and synthetic.loc["realm", "NQ n"] == 1
+  assert synthetic.loc["orqa", "NQ n"] == 0                  # the paper runs are not here
+  assert "NQ Δ" not in frame.columns or synthetic["NQ Δ"].isna().all()
+  assert "NQ reported" not in frame.columns or synthetic["NQ reported"].isna().all()
+
+
+def test_tables_without_runs_folder_show_reported_numbers(tmp_path, capsys):
+  written = tables.render_tables(runs_dir=tmp_path / "none", formats=["md", "csv", "tex", "html"],
+                                 out_dir=tmp_path / "t")
+  assert "does not exist" in capsys.readouterr().err
+  assert sorted(p.name for p in written) == sorted(
+      f"{s}.{f}" for s in ("table1", "table2", "staleness") for f in ("md", "csv", "tex", "html"))
+  for path in written:
+    text = path.read_text(encoding="utf-8")
+    assert "realm-bench tables --runs" in text and str(tmp_path / "none") in text, path
+  md = (tmp_path / "t" / "table1.md").read_text(encoding="utf-8")
+  assert "| 9 | ORQA (Lee et al. 2019) | orqa | 33.3 | — | 0 | — |" in md
+  assert r"\begin{tabular}" in (tmp_path / "t" / "table2.tex").read_text(encoding="utf-8")
+  assert not (tmp_path / "t" / "staleness.png").exists()
+
+
+def test_staleness_plot_written_when_sweep_records_exist(tmp_path):
+  _write_synthetic_runs(tmp_path / "runs")
+  written = tables.render_tables(runs_dir=tmp_path / "runs", formats=["md"],
+                                 out_dir=tmp_path / "t")
+  png = tmp_path / "t" / "staleness.png"
+  assert png in written
+  assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  md = (tmp_path / "t" / "staleness.md").read_text(encoding="utf-8")
+  assert "| 1 | 51.0 | 41.0 | 0.0 | 2 |" in md   # two seeds at refresh 1 averaged
+
+
+def test_tables_refuse_unknown_format_and_unswept_runs(tmp_path):
+  with pytest.raises(InputError) as e:
+    tables.render_tables(runs_dir=tmp_path, formats=["md", "pdf"], out_dir=tmp_path / "t")
+  assert e.value.field == "--format"
+  write_run(tmp_path / "runs", "s", experiment="staleness", split="dev")
+  with pytest.raises(InputError) as e:
+    tables.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
+  assert e.value.field == "params.refresh_every_steps" and "runs/s/record.json" in e.value.path
+
+
+def test_record_dataclass_fields_are_the_documented_contract():
+  assert [f.name for f in dataclasses.fields(records.RunRecord)] == [
+      "schema_version", "run_id", "experiment", "cells", "task", "dataset", "split", "scale",
+      "metrics", "num_examples", "gin_config", "git_commit", "hardware", "start_time",
+      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher"]
