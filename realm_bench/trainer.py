@@ -1,0 +1,346 @@
+"""The jit-compiled train step and the resumable training loop.
+
+Exact resumption is the design constraint everything here serves: the dropout RNG of step s
+is `fold_in(base_rng, s)` (nothing random is carried between steps), data come from an
+iterator whose position is saved with every checkpoint, and metrics rows after the restored
+step are dropped. A run killed at any moment and restarted therefore ends with the same
+parameters and the same `metrics.jsonl` as one that was never interrupted.
+
+Hooks (t5x "actions") let a model do host-side work around each step without the loop
+knowing what it is; REALM uses them to retrieve against the current index and refresh it:
+
+  before_step(step, state, batch) -> batch
+      `step` is the number of updates done so far (the update about to run is step+1).
+      Returns the batch to train on (e.g. with retrieved blocks added). Host-side metrics
+      (e.g. index staleness) go in the returned batch under HOST_METRICS_KEY as a dict of
+      numbers; the loop removes them before the step and logs them with the step's metrics.
+  after_step(step, state, metrics) -> bool | None
+      `step` is the number of updates done, `metrics` the step's host floats (device metrics
+      plus host metrics). Returning True stops training after this step (with a checkpoint).
+  data_state_fn() -> dict
+      JSON-serialisable state the hooks need to continue exactly (e.g. the index version);
+      saved in every checkpoint's extra under EXTRA_HOOKS, returned by restore_or_initialize.
+The state passed to hooks is donated to the next step: use it within the call, do not keep it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import sys
+import time
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import gin
+import jax
+import jax.numpy as jnp
+import optax
+from flax.core import meta
+
+from realm_bench import optim
+from realm_bench.checkpoints import CheckpointManager
+from realm_bench.errors import InputError
+from realm_bench.metrics_io import MetricsWriter
+from realm_bench.models_base import BaseModel
+from realm_bench.partitioning import Partitioner
+from realm_bench.train_state import TrainState
+
+HOST_METRICS_KEY = "__metrics__"
+# Keys of the `extra` dict saved with every checkpoint.
+EXTRA_DATA = "data_iterator"
+EXTRA_HOOKS = "hooks"
+EXTRA_DROPOUT_SEED = "dropout_seed"
+EXTRA_STEP = "step"
+
+_STEP_METRICS = ("loss", "grad_norm", "learning_rate")
+
+
+class TrainingDiverged(RuntimeError):
+  """The loss (or gradient norm) became NaN/inf; the last good state was checkpointed."""
+
+  def __init__(self, step: int, last_good_step: int, metrics: Mapping[str, float],
+               checkpoint_dir):
+    self.step = step
+    self.last_good_step = last_good_step
+    self.metrics = dict(metrics)
+    super().__init__(
+        f"training diverged at step {step}: loss={metrics.get('loss')} "
+        f"grad_norm={metrics.get('grad_norm')}; the update was not applied and the last good "
+        f"state (step {last_good_step}) is checkpointed in {checkpoint_dir}. Lower the learning "
+        f"rate or inspect the batch of step {step}.")
+
+
+class DeterministicIterator:
+  """A batch iterator that can report and jump to its position, so resume replays the data.
+
+  Protocol the loop relies on: `next()`, `get_state() -> JSON dict`, `set_state(dict)`.
+  `make_iterator(seed, position)` must yield the batches from `position` on (it may skip
+  efficiently, e.g. by seeking in a file); `from_iterable` wraps anything that restarts from
+  the beginning on each `iter()` and skips by consuming.
+  """
+
+  def __init__(self, make_iterator: Callable[[int, int], Iterable[Mapping[str, Any]]], *,
+               seed: int = 0, position: int = 0):
+    self._make_iterator = make_iterator
+    self.seed = int(seed)
+    self.position = int(position)
+    self._iterator: Iterator | None = None
+    self._peeked: list = []
+
+  @classmethod
+  def from_iterable(cls, iterable: Iterable[Mapping[str, Any]], *,
+                    seed: int = 0) -> DeterministicIterator:
+    return cls(lambda _, position: itertools.islice(iter(iterable), position, None), seed=seed)
+
+  def __iter__(self) -> DeterministicIterator:
+    return self
+
+  def __next__(self) -> Mapping[str, Any]:
+    item = self.peek()
+    self._peeked.clear()
+    self.position += 1
+    return item
+
+  def peek(self) -> Mapping[str, Any]:
+    """The next batch without consuming it (e.g. to initialise parameters from its shapes)."""
+    if not self._peeked:
+      if self._iterator is None:
+        self._iterator = iter(self._make_iterator(self.seed, self.position))
+      self._peeked.append(next(self._iterator))
+    return self._peeked[0]
+
+  def get_state(self) -> dict[str, int]:
+    return {"seed": self.seed, "position": self.position}
+
+  def set_state(self, state: Mapping[str, Any]) -> None:
+    for key in ("seed", "position"):
+      if not isinstance(state.get(key), int) or state[key] < 0:
+        raise InputError(f"expected a non-negative integer, got {state.get(key)!r}",
+                         field=f"{EXTRA_DATA}.{key}")
+    if state["seed"] != self.seed:
+      raise InputError(f"the checkpoint's data were drawn with seed {state['seed']}, this run "
+                       f"uses seed {self.seed}", field=f"{EXTRA_DATA}.seed")
+    self.position = state["position"]
+    self._iterator = None
+    self._peeked.clear()
+
+
+@gin.configurable
+class Trainer:
+  """A model, an optimizer and a partitioner, joined into jit-compiled init and train steps."""
+
+  def __init__(self, model: BaseModel, optimizer: optax.GradientTransformation,
+               partitioner: Partitioner | None = None, *, dropout_seed: int = 0):
+    self.model = model
+    self.optimizer = optimizer
+    self.partitioner = partitioner if partitioner is not None else Partitioner()
+    self.dropout_seed = int(dropout_seed)
+    self._base_rng = jax.random.PRNGKey(self.dropout_seed)
+    self._state_shardings = None
+    self._init_fn = None
+    self._step_fn = None
+
+  def _boxed_state(self, rng, batch) -> TrainState:
+    return TrainState.create(self.model.init_params(rng, batch), self.optimizer)
+
+  def abstract_state(self, rng: jax.Array, batch: Mapping[str, Any]) -> TrainState:
+    """The state's shapes, dtypes and shardings without computing it (a restore target)."""
+    boxed = jax.eval_shape(self._boxed_state, rng, dict(batch))
+    shardings = self.partitioner.logical_shardings(boxed)
+    if shardings != self._state_shardings:
+      # Compiled steps are reused across runs (and resumes) unless the state's layout changed.
+      self._state_shardings, self._init_fn, self._step_fn = shardings, None, None
+    return self.partitioner.shard_params(boxed)
+
+  def init_state(self, rng: jax.Array, batch: Mapping[str, Any]) -> TrainState:
+    """Fresh parameters and optimizer state, created directly in their shards."""
+    self.abstract_state(rng, batch)
+    if self._init_fn is None:
+      self._init_fn = self.partitioner.jit(
+          lambda r, b: meta.unbox(self._boxed_state(r, b)),
+          in_shardings=(self.partitioner.replicated(), self.partitioner.batch_sharding()),
+          out_shardings=self._state_shardings)
+    return self._init_fn(rng, self.partitioner.shard_batch(batch))
+
+  def _train_step(self, state: TrainState, batch) -> tuple[TrainState, dict[str, jax.Array]]:
+    dropout_rng = jax.random.fold_in(self._base_rng, state.step)
+    (loss, model_metrics), grads = jax.value_and_grad(
+        lambda p: self.model.loss_fn(p, batch, dropout_rng), has_aux=True)(state.params)
+    clash = sorted(set(model_metrics) & set(_STEP_METRICS + (HOST_METRICS_KEY,)))
+    if clash:
+      raise ValueError(f"model metrics {clash} clash with the trainer's own metric names")
+    grad_norm = optax.tree.norm(grads)
+    updated = state.apply_gradients(grads)
+    # A non-finite step is not applied: the state returned is then the last good one, which
+    # the loop checkpoints before stopping (the input state is donated, so it is gone).
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, state)
+    metrics = {**model_metrics, "loss": loss, "grad_norm": grad_norm}
+    learning_rate = optim.learning_rate_of(updated.opt_state)
+    if learning_rate is not None:
+      metrics["learning_rate"] = learning_rate
+    return new_state, metrics
+
+  def train_step(self, state: TrainState,
+                 batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One update. `state` is donated (invalid afterwards); metrics are device scalars."""
+    if self._state_shardings is None:
+      raise RuntimeError("call Trainer.init_state or Trainer.abstract_state first: the step "
+                         "is compiled for the state's shardings")
+    if self._step_fn is None:
+      self._step_fn = self.partitioner.jit(
+          self._train_step,
+          in_shardings=(self._state_shardings, self.partitioner.batch_sharding()),
+          out_shardings=(self._state_shardings, self.partitioner.replicated()),
+          donate_argnums=(0,))
+    return self._step_fn(state, self.partitioner.shard_batch(batch))
+
+
+def restore_or_initialize(*, trainer: Trainer, checkpoint_manager: CheckpointManager,
+                          batches: DeterministicIterator, rng: jax.Array,
+                          init_batch: Mapping[str, Any]) -> tuple[TrainState, int, dict]:
+  """(state, start_step, extra): the latest checkpoint with `batches` moved to its data
+  position, or a fresh state at step 0 with extra {}. `init_batch` only supplies shapes."""
+  step = checkpoint_manager.latest_step()
+  if step is None:
+    return trainer.init_state(rng, init_batch), 0, {}
+  target = trainer.abstract_state(rng, init_batch)
+  state, extra = checkpoint_manager.restore(step, target_state=target)
+  where = checkpoint_manager.step_dir(step)
+  if extra.get(EXTRA_DROPOUT_SEED) != trainer.dropout_seed:
+    raise InputError(f"checkpoint was trained with dropout seed {extra.get(EXTRA_DROPOUT_SEED)}, "
+                     f"this run uses {trainer.dropout_seed}", path=where, field=EXTRA_DROPOUT_SEED)
+  if EXTRA_DATA not in extra:
+    raise InputError("missing (not a training checkpoint)", path=where, field=EXTRA_DATA)
+  batches.set_state(extra[EXTRA_DATA])
+  return state, step, extra
+
+
+@dataclasses.dataclass
+class LoopResult:
+  state: TrainState
+  step: int
+  metrics: dict[str, float]  # the last step's
+
+
+def _format_seconds(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return "?"
+  seconds = int(seconds)
+  hours, rest = divmod(seconds, 3600)
+  return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+class _Progress:
+  """One status line on stderr: rewritten in place on a terminal, one line per log otherwise."""
+
+  def __init__(self, *, enabled: bool, num_steps: int, stream=None):
+    self.enabled = enabled and jax.process_index() == 0
+    self.num_steps = num_steps
+    self.stream = stream if stream is not None else sys.stderr
+    self.tty = self.stream.isatty()
+    self._width = 0
+
+  def show(self, step: int, metrics: Mapping[str, float], steps_per_second: float) -> None:
+    if not self.enabled:
+      return
+    eta = (self.num_steps - step) / steps_per_second if steps_per_second > 0 else math.inf
+    parts = [f"step {step}/{self.num_steps}", f"loss {metrics['loss']:.4f}",
+             f"{steps_per_second:.2f} steps/s", f"ETA {_format_seconds(eta)}"]
+    parts += [f"{k} {metrics[k]:g}" for k in sorted(metrics) if "staleness" in k]
+    line = "  ".join(parts)
+    if self.tty:
+      self.stream.write("\r" + line.ljust(self._width))
+      self._width = len(line)
+    else:
+      self.stream.write(line + "\n")
+    self.stream.flush()
+
+  def close(self) -> None:
+    if self.enabled and self.tty and self._width:
+      self.stream.write("\n")
+      self.stream.flush()
+
+
+def _host_metrics(batch: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+  batch = dict(batch)
+  extra = batch.pop(HOST_METRICS_KEY, None) or {}
+  return batch, {k: float(v) for k, v in extra.items()}
+
+
+def train_loop(*, trainer: Trainer, state: TrainState, batches: DeterministicIterator,
+               start_step: int, num_steps: int, checkpoint_manager: CheckpointManager,
+               checkpoint_every: int, log_every: int, metrics_writer: MetricsWriter,
+               before_step: Callable[[int, TrainState, dict], dict] | None = None,
+               after_step: Callable[[int, TrainState, dict], bool | None] | None = None,
+               data_state_fn: Callable[[], dict] | None = None,
+               progress: bool = True) -> LoopResult:
+  """Trains from `start_step` until the state has taken `num_steps` updates in total.
+
+  `num_steps` is the run's total, not a count for this call, so a restarted run passes the
+  same value. Metrics are logged every `log_every` steps and at the end; checkpoints are
+  saved every `checkpoint_every` steps (0: only at the end) and at the end. Raises
+  TrainingDiverged on a NaN/inf loss after checkpointing the last good state.
+  """
+  if int(state.step) != start_step:
+    raise ValueError(f"start_step={start_step} but the state has taken {int(state.step)} steps")
+  if num_steps < start_step:
+    raise InputError(f"the run is already at step {start_step}, past num_steps={num_steps}",
+                     field="num_steps")
+  if log_every < 1 or checkpoint_every < 0:
+    raise InputError(f"need log_every >= 1 and checkpoint_every >= 0, got {log_every} and "
+                     f"{checkpoint_every}", field="log_every" if log_every < 1 else
+                     "checkpoint_every")
+  metrics_writer.truncate_after(start_step)
+  bar = _Progress(enabled=progress, num_steps=num_steps)
+  saved_step = checkpoint_manager.latest_step()
+
+  def save(step: int, state: TrainState, data_state: dict) -> None:
+    nonlocal saved_step
+    if saved_step == step:
+      return
+    extra = {EXTRA_STEP: step, EXTRA_DATA: data_state, EXTRA_DROPOUT_SEED: trainer.dropout_seed,
+             EXTRA_HOOKS: data_state_fn() if data_state_fn is not None else {}}
+    checkpoint_manager.save(step, state, extra)
+    saved_step = step
+
+  step, metrics = start_step, {}
+  interval_start, interval_step = time.monotonic(), start_step
+  try:
+    while step < num_steps:
+      data_state = batches.get_state()
+      try:
+        batch = next(batches)
+      except StopIteration:
+        raise InputError(f"the data ran out before step {step + 1} of {num_steps}",
+                         field="num_steps") from None
+      if before_step is not None:
+        batch = before_step(step, state, batch)
+      batch, host_metrics = _host_metrics(batch)
+      state, device_metrics = trainer.train_step(state, batch)
+      metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
+      if not (math.isfinite(metrics["loss"]) and math.isfinite(metrics["grad_norm"])):
+        save(step, state, data_state)  # the step was not applied: this is the last good state
+        checkpoint_manager.wait_until_finished()
+        raise TrainingDiverged(step + 1, step, metrics, checkpoint_manager.directory)
+      step += 1
+      clash = sorted(set(host_metrics) & set(metrics))
+      if clash:
+        raise ValueError(f"before_step metrics {clash} clash with the step's own metrics")
+      metrics.update(host_metrics)
+      stop = bool(after_step(step, state, metrics)) if after_step is not None else False
+      last = stop or step == num_steps
+      if step % log_every == 0 or last:
+        now = time.monotonic()
+        rate = (step - interval_step) / max(now - interval_start, 1e-9)
+        interval_start, interval_step = now, step
+        metrics_writer.write(step, metrics, volatile={"steps_per_second": rate})
+        bar.show(step, metrics, rate)
+      if (checkpoint_every and step % checkpoint_every == 0) or last:
+        save(step, state, batches.get_state())
+      if stop:
+        break
+    checkpoint_manager.wait_until_finished()
+  finally:
+    bar.close()
+  return LoopResult(state=state, step=step, metrics=metrics)
