@@ -1,0 +1,403 @@
+"""Where the data lives, how its files are read, and where the real data comes from.
+
+The synthetic world (`realm-bench world --out DIR`) and the real data share one layout under a
+root folder, so every task reads both the same way:
+
+```
+ROOT/corpus/blocks.jsonl        {"id": int, "title": str, "body": str}          (preferred)
+ROOT/corpus/passages.tsv        DPR passages: header "id<TAB>text<TAB>title", then rows
+ROOT/pretrain/sentences.jsonl   {"text", "spans": [{"start", "end", "kind"}], "block_id"}
+ROOT/open_qa/{nq,wq,trec}/{train,dev,test}.jsonl    {"question": str, "answer": [str, ...]}
+ROOT/open_qa/{nq,wq,trec}/{train,dev,test}.tsv      DPR style: question<TAB>["answer", ...]
+```
+
+Span offsets are character (code point) offsets into `text`, end exclusive; `kind` is "entity"
+or "date"; `block_id` is the corpus block the sentence came from, or -1.
+
+Real data (DATA_DIR), with the splits the paper (ORQA's) uses:
+
+- NQ-Open (open_qa/nq): 79,168 / 8,757 / 3,610 questions (train / dev / test). ORQA split
+  NQ-Open's train set (google-research-datasets/natural-questions, `nq_open/NQ-open.train.jsonl`)
+  into train and dev; NQ-Open's own dev set (`nq_open/NQ-open.dev.jsonl`) is the test split
+  here. DPR's data downloads carry the same splits (`nq-train`, `nq-dev`, and `nq-test.csv`).
+- WebQuestions (open_qa/wq): 3,417 / 361 / 2,032, from DPR's data downloads (`webq-train`,
+  `webq-dev`, `webq-test.csv`).
+- CuratedTREC (open_qa/trec): 1,353 / 133 / 694, from DPR's data downloads
+  (`curatedtrec-train`, `curatedtrec-dev`, `curatedtrec-test.csv`); answers are regular
+  expressions.
+  DPR's `.csv` question files are tab-separated: save them as `<split>.tsv`. DPR's train/dev
+  `.json` files hold a list of {"question", "answers", ...}: write one {"question", "answer"}
+  object per line as `<split>.jsonl`.
+- Knowledge corpus (corpus/): English Wikipedia of 2018-12-20 cut into 13,353,718 blocks of at
+  most 288 wordpieces, as released with ORQA/REALM (google-research/language), one
+  {"id", "title", "body"} per line. DPR's `psgs_w100.tsv` (21,015,324 passages of 100 words from
+  the same dump) is readable as passages.tsv, but it is a different segmentation.
+- Pre-training text (pretrain/sentences.jsonl): at paper scale the user supplies sentences with
+  spans from a named-entity and date tagger (REALM used a BERT-based NER tagger and a regular
+  expression for dates); sentences with no span are skipped by salient-span masking.
+
+Small files (the Open-QA splits) are read and checked when a dataset is created, so a bad line
+fails at once as an InputError. The corpus and the pre-training text are streamed, because at
+paper scale they do not fit in memory; a bad line there surfaces while iterating, as a
+TensorFlow error whose message names the file, line and field (`input_error_from` recovers it).
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+import gin
+import seqio
+import tensorflow as tf
+
+from realm_bench.errors import InputError
+from realm_bench.io_utils import read_jsonl
+
+OPEN_QA_FOLDERS = ("nq", "wq", "trec")
+# seqio split -> file stem.
+SPLIT_FILES = {"train": "train", "validation": "dev", "test": "test"}
+SPAN_KINDS = ("entity", "date")
+BLOCKS_JSONL = "corpus/blocks.jsonl"
+PASSAGES_TSV = "corpus/passages.tsv"
+SENTENCES_JSONL = "pretrain/sentences.jsonl"
+_INT32 = (-2**31, 2**31 - 1)
+
+# Where each real file comes from, for the error a missing file raises.
+REAL_DATA = {
+    "open_qa/nq": "NQ-Open: ORQA's train/dev split of nq_open/NQ-open.train.jsonl and "
+                  "nq_open/NQ-open.dev.jsonl as test (google-research-datasets/natural-questions), "
+                  "or DPR's nq-train/nq-dev/nq-test; expected 79,168 / 8,757 / 3,610 lines",
+    "open_qa/wq": "WebQuestions from DPR's data downloads (webq-train, webq-dev, webq-test.csv); "
+                  "expected 3,417 / 361 / 2,032 lines",
+    "open_qa/trec": "CuratedTREC from DPR's data downloads (curatedtrec-train, curatedtrec-dev, "
+                    "curatedtrec-test.csv); expected 1,353 / 133 / 694 lines",
+    "corpus": "the 2018-12-20 English Wikipedia blocks released with ORQA/REALM "
+              "(google-research/language); expected 13,353,718 lines",
+    "pretrain": "sentences you tag with a named-entity and date tagger (REALM's salient spans)",
+}
+
+
+@gin.configurable
+def world_dir(path=None) -> Path:
+  """The synthetic world's root folder (macro WORLD_DIR)."""
+  return _existing_root(path, "world")
+
+
+@gin.configurable
+def data_dir(path=None) -> Path:
+  """The real data's root folder (macro DATA_DIR), laid out as this module describes."""
+  return _existing_root(path, "data")
+
+
+ROOTS: Mapping[str, Callable[[], Path]] = {"world": world_dir, "data": data_dir}
+_MACROS = {"world": "WORLD_DIR", "data": "DATA_DIR"}
+
+
+def _how_to_make(kind: str, relpath: str = "") -> str:
+  if kind == "world":
+    return ("make a synthetic world with `realm-bench world --out DIR`, then pass "
+            "--gin.WORLD_DIR=\"'DIR'\"")
+  source = next((v for k, v in REAL_DATA.items() if relpath.startswith(k)), None)
+  where = f" ({source})" if source else ""
+  return (f"put the real data{where} in a folder laid out as realm_bench/tasks/data.py "
+          "describes, then pass --gin.DATA_DIR=\"'DIR'\"")
+
+
+def _existing_root(path, kind: str) -> Path:
+  macro = _MACROS[kind]
+  if path is None:
+    raise InputError(f"{macro} is not set; {_how_to_make(kind)}")
+  root = Path(path).expanduser()
+  if not root.is_dir():
+    raise InputError(f"{macro} folder does not exist; {_how_to_make(kind)}", path=root)
+  return root
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class SequenceLengths:
+  """Wordpiece budgets (macros QUERY_LEN, BLOCK_LEN), both counting [CLS] and [SEP]s.
+
+  query: a question or a masked pre-training sentence, `[CLS] x [SEP]` (96 in the paper).
+  block: a corpus block, `[CLS] title [SEP] body [SEP]` (288 in the paper).
+  """
+  query: int = 96
+  block: int = 288
+
+  def __post_init__(self):
+    if self.query < 3:
+      raise InputError(f"QUERY_LEN must be at least 3 ([CLS] token [SEP]), got {self.query}")
+    if self.block < 4:
+      raise InputError(f"BLOCK_LEN must be at least 4 ([CLS] [SEP] body [SEP]), got {self.block}")
+
+
+def _missing(root: Path, relpath: str, kind: str, also: str = "") -> InputError:
+  return InputError(f"missing{also}; {_how_to_make(kind, relpath)}", path=root / relpath)
+
+
+# Open-QA questions.
+
+
+def open_qa_file(root: Path, folder: str, split_file: str) -> Path | None:
+  """The split's file, preferring JSONL over DPR-style TSV; None when neither exists."""
+  for suffix in (".jsonl", ".tsv"):
+    path = root / "open_qa" / folder / (split_file + suffix)
+    if path.is_file():
+      return path
+  return None
+
+
+def _check_answers(answers, path, lineno) -> list[str]:
+  if (not isinstance(answers, list) or not answers
+      or not all(isinstance(a, str) for a in answers)):
+    raise InputError("expected a non-empty list of strings", path=path, line=lineno,
+                     field="answer")
+  return answers
+
+
+def _check_question(question, path, lineno) -> str:
+  if not isinstance(question, str) or not question.strip():
+    raise InputError("expected a non-empty string", path=path, line=lineno, field="question")
+  return question
+
+
+def _read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
+  with open(path, encoding="utf-8", newline="") as f:
+    reader = csv.reader(f, delimiter="\t")
+    for row in reader:
+      lineno = reader.line_num
+      if not row or not any(cell.strip() for cell in row):
+        continue
+      if len(row) != 2:
+        raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
+                         line=lineno)
+      try:
+        answers = json.loads(row[1])
+      except ValueError:
+        try:  # DPR writes the list as a python literal: ['a', "b's"]
+          answers = ast.literal_eval(row[1])
+        except (ValueError, SyntaxError):
+          raise InputError("not a JSON or python list of strings", path=path, line=lineno,
+                           field="answer") from None
+      yield _check_question(row[0], path, lineno), _check_answers(answers, path, lineno)
+
+
+def read_open_qa(root: Path, folder: str, split_file: str, *,
+                 kind: str = "world") -> list[tuple[str, list[str]]]:
+  """All (question, answers) of one split; every line checked."""
+  path = open_qa_file(root, folder, split_file)
+  if path is None:
+    raise _missing(root, f"open_qa/{folder}/{split_file}.jsonl", kind,
+                   also=f" (nor {split_file}.tsv)")
+  if path.suffix == ".tsv":
+    rows = list(_read_open_qa_tsv(path))
+  else:
+    rows = [(_check_question(obj["question"], path, lineno),
+             _check_answers(obj["answer"], path, lineno))
+            for lineno, obj in read_jsonl(path, required=("question", "answer"))]
+  if not rows:
+    raise InputError("no questions in file", path=path)
+  return rows
+
+
+# Corpus blocks.
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+  id: int
+  title: str
+  body: str
+
+
+def _check_id(value, path, lineno, field="id") -> int:
+  if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+    value = int(value)
+  if isinstance(value, bool) or not isinstance(value, int) or not _INT32[0] <= value <= _INT32[1]:
+    raise InputError(f"expected a 32-bit integer, got {value!r}", path=path, line=lineno,
+                     field=field)
+  return value
+
+
+def _check_text(value, path, lineno, field) -> str:
+  if not isinstance(value, str):
+    raise InputError(f"expected a string, got {type(value).__name__}", path=path, line=lineno,
+                     field=field)
+  return value
+
+
+def iter_passages_tsv(path: Path) -> Iterator[Block]:
+  """DPR's passages file: header `id text title`, csv-quoted like DPR writes it."""
+  csv.field_size_limit(sys.maxsize)
+  with open(path, encoding="utf-8", newline="") as f:
+    reader = csv.reader(f, delimiter="\t")
+    header = next(reader, None)
+    if header != ["id", "text", "title"]:
+      raise InputError(f"expected the header id<TAB>text<TAB>title, got {header!r}", path=path,
+                       line=1)
+    for row in reader:
+      lineno = reader.line_num
+      if not row:
+        continue
+      if len(row) != 3:
+        raise InputError(f"expected 3 tab-separated columns, got {len(row)}", path=path,
+                         line=lineno)
+      yield Block(_check_id(row[0], path, lineno), row[2], row[1])
+
+
+def corpus_file(root: Path, *, kind: str = "world") -> Path:
+  for relpath in (BLOCKS_JSONL, PASSAGES_TSV):
+    if (root / relpath).is_file():
+      return root / relpath
+  raise _missing(root, BLOCKS_JSONL, kind, also=f" (nor {PASSAGES_TSV})")
+
+
+def iter_blocks(root: Path, *, kind: str = "world") -> Iterator[Block]:
+  path = corpus_file(root, kind=kind)
+  if path.suffix == ".tsv":
+    yield from iter_passages_tsv(path)
+    return
+  for lineno, obj in read_jsonl(path, required=("id", "title", "body")):
+    if isinstance(obj["id"], str):
+      raise InputError("expected an integer, got a string", path=path, line=lineno, field="id")
+    yield Block(_check_id(obj["id"], path, lineno),
+                _check_text(obj["title"], path, lineno, "title"),
+                _check_text(obj["body"], path, lineno, "body"))
+
+
+# Pre-training sentences.
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+  text: str
+  starts: tuple[int, ...]
+  ends: tuple[int, ...]
+  block_id: int
+
+
+def _check_spans(spans, text: str, path, lineno) -> tuple[tuple[int, ...], tuple[int, ...]]:
+  if not isinstance(spans, list):
+    raise InputError("expected a list", path=path, line=lineno, field="spans")
+  starts, ends = [], []
+  for i, span in enumerate(spans):
+    where = f"spans[{i}]"
+    if not isinstance(span, dict):
+      raise InputError("expected an object", path=path, line=lineno, field=where)
+    for key in ("start", "end", "kind"):
+      if key not in span:
+        raise InputError("missing", path=path, line=lineno, field=f"{where}.{key}")
+    start, end = span["start"], span["end"]
+    for key, value in (("start", start), ("end", end)):
+      if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"expected an integer, got {value!r}", path=path, line=lineno,
+                         field=f"{where}.{key}")
+    if not 0 <= start < end <= len(text):
+      raise InputError(f"span [{start}, {end}) is empty or outside the text's {len(text)} "
+                       "characters", path=path, line=lineno, field=where)
+    if span["kind"] not in SPAN_KINDS:
+      raise InputError(f"expected one of {SPAN_KINDS}, got {span['kind']!r}", path=path,
+                       line=lineno, field=f"{where}.kind")
+    starts.append(start)
+    ends.append(end)
+  return tuple(starts), tuple(ends)
+
+
+def iter_sentences(root: Path, *, kind: str = "world") -> Iterator[Sentence]:
+  path = root / SENTENCES_JSONL
+  if not path.is_file():
+    raise _missing(root, SENTENCES_JSONL, kind)
+  for lineno, obj in read_jsonl(path, required=("text", "spans")):
+    text = _check_text(obj["text"], path, lineno, "text")
+    starts, ends = _check_spans(obj["spans"], text, path, lineno)
+    block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
+    yield Sentence(text, starts, ends, block_id)
+
+
+# tf.data datasets.
+
+
+def open_qa_dataset(root: Path, folder: str, split: str, *, kind: str) -> tf.data.Dataset:
+  """{"question": string, "answers": string [n]} per question, in file order."""
+  rows = read_open_qa(root, folder, SPLIT_FILES[split], kind=kind)
+  ds = tf.data.Dataset.from_tensor_slices({
+      "question": tf.constant([q for q, _ in rows], dtype=tf.string),
+      "answers": tf.ragged.constant([a for _, a in rows], dtype=tf.string),
+  })
+  # A map turns the sliced ragged rows into plain string vectors.
+  return ds.map(lambda ex: {"question": ex["question"], "answers": ex["answers"]})
+
+
+def corpus_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
+  """{"id": int32, "title": string, "body": string} per block, in file order (streamed)."""
+  corpus_file(root, kind=kind)  # fail now, not on first read, when the file is missing
+
+  def generate():
+    for block in iter_blocks(root, kind=kind):
+      yield {"id": block.id, "title": block.title, "body": block.body}
+
+  return tf.data.Dataset.from_generator(generate, output_signature={
+      "id": tf.TensorSpec([], tf.int32),
+      "title": tf.TensorSpec([], tf.string),
+      "body": tf.TensorSpec([], tf.string),
+  })
+
+
+def sentences_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
+  """{"text", "span_starts" int32 [s], "span_ends" int32 [s], "block_id" int32} (streamed)."""
+  if not (root / SENTENCES_JSONL).is_file():
+    raise _missing(root, SENTENCES_JSONL, kind)
+
+  def generate():
+    for s in iter_sentences(root, kind=kind):
+      yield {"text": s.text, "span_starts": list(s.starts), "span_ends": list(s.ends),
+             "block_id": s.block_id}
+
+  return tf.data.Dataset.from_generator(generate, output_signature={
+      "text": tf.TensorSpec([], tf.string),
+      "span_starts": tf.TensorSpec([None], tf.int32),
+      "span_ends": tf.TensorSpec([None], tf.int32),
+      "block_id": tf.TensorSpec([], tf.int32),
+  })
+
+
+class RootedSource(seqio.FunctionDataSource):
+  """A seqio source whose root folder is read from gin when a dataset is created.
+
+  Tasks are registered at import time, before gin is parsed; asking `world_dir()` or
+  `data_dir()` only inside `get_dataset` lets one registration serve any WORLD_DIR/DATA_DIR.
+  """
+
+  def __init__(self, *, kind: str, files: str,
+               make: Callable[[Path, str], tf.data.Dataset], splits: Sequence[str]):
+    if kind not in ROOTS:
+      raise ValueError(f"unknown root kind {kind!r}; expected one of {sorted(ROOTS)}")
+    self.kind = kind
+    self.files = files
+    self._make = make
+    super().__init__(dataset_fn=self._read, splits=splits)
+
+  @property
+  def macro(self) -> str:
+    return _MACROS[self.kind]
+
+  def _read(self, split, shuffle_files, seed=None):
+    del shuffle_files, seed  # one file per split; seqio shuffles examples downstream
+    return self._make(ROOTS[self.kind](), split)
+
+  def __repr__(self):
+    return f"{type(self).__name__}({self.macro}/{self.files}, splits={list(self.splits)})"
+
+
+def input_error_from(error: BaseException) -> InputError | None:
+  """The InputError inside a TensorFlow error raised while streaming a file, if there is one."""
+  if isinstance(error, InputError):
+    return error
+  match = re.search(r"InputError: ([^\n]*)", str(error))
+  return InputError(match.group(1)) if match else None
