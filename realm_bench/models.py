@@ -1,0 +1,334 @@
+"""REALM's models behind the t5x-style `BaseModel` interface.
+
+Three models share building blocks and parameter names, so each stage warm-starts the next by
+copying subtrees ("retriever", "reader"):
+  IctModel            -> ORQA's inverse cloze task, the retriever's warm start;
+  RealmPretrainModel  -> REALM's retrieval-augmented masked LM (Guu et al. 2020, eq. 1-3);
+  OpenQAModel         -> ORQA's fine-tuning procedure, used for REALM, ORQA and the ablations.
+
+Retrieval itself (MIPS over a possibly stale index) happens on the host between steps: the batch
+carries the *selected* candidates, and their scores are recomputed here with the current
+parameters, which is how gradients reach the retriever.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import flax.linen as nn
+import gin
+import jax
+import jax.numpy as jnp
+
+from realm_bench.models_base import BaseModel
+from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
+from realm_bench.networks.embedder import Retriever, inner_products
+from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
+
+Batch = Mapping[str, Any]
+
+
+# ------------------------------------------------------------------------------------------
+# The maths, as pure functions (tests compare them with direct computations).
+# ------------------------------------------------------------------------------------------
+
+def masked_log_softmax(scores, valid):
+  return jax.nn.log_softmax(jnp.where(valid, scores, NEG_INF), axis=-1)
+
+
+def realm_log_likelihood(retrieval_scores, token_log_probs, mask_weights, candidate_valid,
+                         *, per_mask: bool = False):
+  """log p(y|x) = log sum_z p(z|x) p(y|z,x) over the K candidates.
+
+  retrieval_scores [B, K]; token_log_probs [B, K, M] = log p(y_m | z, x); mask_weights [B, M].
+  The paper's p(y|z,x) is the product over the masked tokens (per_mask=False, returns [B]).
+  The released REALM code marginalises each masked token separately (per_mask=True, [B, M]).
+  """
+  log_pz = masked_log_softmax(retrieval_scores, candidate_valid)
+  if per_mask:
+    joint = log_pz[:, :, None] + token_log_probs
+    joint = jnp.where(candidate_valid[:, :, None], joint, NEG_INF)
+    return jax.nn.logsumexp(joint, axis=1) * mask_weights
+  log_py_z = jnp.sum(token_log_probs * mask_weights[:, None, :], axis=-1)
+  joint = jnp.where(candidate_valid, log_pz + log_py_z, NEG_INF)
+  return jax.nn.logsumexp(joint, axis=-1)
+
+
+def marginal_span_log_likelihood(logits, gold, valid):
+  """log sum_{gold} exp(logit) - log sum_{valid} exp(logit), over all trailing axes.
+
+  Returns ([B], has_gold [B]); rows without a gold entry contribute nothing to the loss.
+  """
+  flat = lambda x: x.reshape(x.shape[0], -1)
+  logits, gold, valid = flat(logits), flat(gold) & flat(valid), flat(valid)
+  has_gold = jnp.any(gold, axis=-1)
+  num = jax.nn.logsumexp(jnp.where(gold, logits, NEG_INF), axis=-1)
+  den = jax.nn.logsumexp(jnp.where(valid, logits, NEG_INF), axis=-1)
+  return jnp.where(has_gold, num - den, 0.0), has_gold
+
+
+def _masked_mean(values, mask):
+  mask = mask.astype(jnp.float32)
+  return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+# ------------------------------------------------------------------------------------------
+# Networks.
+# ------------------------------------------------------------------------------------------
+
+class IctNet(nn.Module):
+  retriever_config: BertConfig
+  proj_dim: int
+  share_embedders: bool
+
+  def setup(self):
+    self.retriever = Retriever(self.retriever_config, self.proj_dim, self.share_embedders)
+
+  def __call__(self, query_ids, doc_ids, *, deterministic=True):
+    return self.retriever(query_ids, doc_ids, deterministic=deterministic)
+
+  def embed_query(self, ids):
+    return self.retriever.embed_query(ids)
+
+  def embed_docs(self, ids):
+    return self.retriever.embed_docs(ids)
+
+
+class RealmPretrainNet(IctNet):
+  reader_config: BertConfig = None
+
+  def setup(self):
+    super().setup()
+    self.reader = BertEncoder(self.reader_config)
+    self.mlm_head = MlmHead(self.reader_config)
+
+  def __call__(self, query_ids, cand_doc_ids, joint_ids, joint_types, mlm_positions, *,
+               deterministic=True):
+    q, d = self.retriever(query_ids, cand_doc_ids, deterministic=deterministic)
+    hidden, _ = self.reader(joint_ids, joint_types, deterministic=deterministic)
+    # Masked positions are the same in every candidate: the query comes first.
+    positions = jnp.broadcast_to(mlm_positions[:, None, :],
+                                 hidden.shape[:2] + mlm_positions.shape[-1:])
+    picked = jnp.take_along_axis(hidden, positions[..., None], axis=2)
+    return inner_products(q, d), self.mlm_head(picked, self.reader)
+
+
+class OpenQANet(IctNet):
+  reader_config: BertConfig = None
+  span_hidden: int = 256
+  max_span_len: int = 10
+
+  def setup(self):
+    super().setup()
+    self.reader = BertEncoder(self.reader_config)
+    self.span_head = SpanHead(self.reader_config, self.span_hidden, self.max_span_len)
+
+  def __call__(self, query_ids, reader_ids, reader_types, *, deterministic=True):
+    q = self.retriever.embed_query(query_ids, deterministic=deterministic)
+    hidden, _ = self.reader(reader_ids, reader_types, deterministic=deterministic)
+    return q, self.span_head(hidden)
+
+
+# ------------------------------------------------------------------------------------------
+# Models.
+# ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _RetrieverModel(BaseModel):
+  """Common retriever plumbing: the towers, corpus and query embedding for the index."""
+  retriever_config: BertConfig
+  proj_dim: int = 128
+  share_embedders: bool = True
+
+  def __post_init__(self):
+    # vocab_size 0 (the gin default) means "the size of the gin-bound vocabulary".
+    for name in ("retriever_config", "reader_config"):
+      config = getattr(self, name, None)
+      if config is not None and config.vocab_size == 0:
+        from realm_bench.tasks.vocab import get_vocabulary  # pylint: disable=g-import-not-at-top
+        setattr(self, name, dataclasses.replace(config, vocab_size=get_vocabulary().vocab_size))
+
+  def _net(self) -> IctNet:
+    return IctNet(self.retriever_config, self.proj_dim, self.share_embedders)
+
+  def embed_docs(self, params, doc_ids):
+    return self._net().apply({"params": params}, doc_ids, method="embed_docs")
+
+  def embed_queries(self, params, query_ids):
+    return self._net().apply({"params": params}, query_ids, method="embed_query")
+
+
+@gin.configurable
+@dataclasses.dataclass
+class IctModel(_RetrieverModel):
+  """ORQA's inverse cloze task: a sentence must retrieve its own block among the batch's."""
+
+  def init_params(self, rng, batch):
+    return self._net().init({"params": rng}, batch["query_ids"], batch["doc_ids"])["params"]
+
+  def loss_fn(self, params, batch, dropout_rng):
+    q, d = self._net().apply({"params": params}, batch["query_ids"], batch["doc_ids"],
+                             deterministic=False, rngs={"dropout": dropout_rng})
+    logits = q @ d.T
+    labels = jnp.arange(q.shape[0])
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    loss = -jnp.mean(log_probs[labels, labels])
+    accuracy = jnp.mean(jnp.argmax(logits, axis=-1) == labels)
+    return loss, {"ict_accuracy": accuracy}
+
+  def predict_batch(self, params, batch):
+    q, d = self._net().apply({"params": params}, batch["query_ids"], batch["doc_ids"])
+    return {"best_doc": jnp.argmax(q @ d.T, axis=-1)}
+
+  def score_batch(self, params, batch):
+    q, d = self._net().apply({"params": params}, batch["query_ids"], batch["doc_ids"])
+    return jnp.sum(q * d, axis=-1)
+
+
+@gin.configurable
+@dataclasses.dataclass
+class RealmPretrainModel(_RetrieverModel):
+  """Retrieval-augmented masked LM; candidate 0 of every example is the null document."""
+  reader_config: BertConfig = None
+  per_mask_marginal: bool = False
+
+  def _pretrain_net(self):
+    return RealmPretrainNet(self.retriever_config, self.proj_dim, self.share_embedders,
+                            self.reader_config)
+
+  def init_params(self, rng, batch):
+    return self._pretrain_net().init(
+        {"params": rng}, batch["query_ids"], batch["cand_doc_ids"], batch["joint_ids"],
+        batch["joint_types"], batch["mlm_positions"])["params"]
+
+  def _forward(self, params, batch, dropout_rng=None):
+    kwargs = {}
+    if dropout_rng is not None:
+      kwargs = dict(deterministic=False, rngs={"dropout": dropout_rng})
+    scores, logits = self._pretrain_net().apply(
+        {"params": params}, batch["query_ids"], batch["cand_doc_ids"], batch["joint_ids"],
+        batch["joint_types"], batch["mlm_positions"], **kwargs)
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    targets = batch["mlm_targets"]
+    token_log_probs = jnp.take_along_axis(
+        log_probs, jnp.broadcast_to(targets[:, None, :, None],
+                                    log_probs.shape[:3] + (1,)), axis=-1)[..., 0]
+    return scores, token_log_probs
+
+  def loss_fn(self, params, batch, dropout_rng):
+    scores, token_log_probs = self._forward(params, batch, dropout_rng)
+    weights = batch["mlm_weights"]
+    valid = batch["cand_valid"] > 0
+    log_lik = realm_log_likelihood(scores, token_log_probs, weights, valid,
+                                   per_mask=self.per_mask_marginal)
+    num_masks = jnp.maximum(jnp.sum(weights), 1.0)
+    loss = -jnp.sum(log_lik) / num_masks
+    return loss, self._metrics(scores, token_log_probs, weights, valid, log_lik, num_masks)
+
+  def _metrics(self, scores, token_log_probs, weights, valid, log_lik, num_masks):
+    seq_log_probs = jnp.sum(token_log_probs * weights[:, None, :], axis=-1)  # [B, K]
+    null = seq_log_probs[:, 0]
+    # Candidate 1 is the best retrieved document (the host keeps MIPS order).
+    top = seq_log_probs[:, 1] if seq_log_probs.shape[1] > 1 else null
+    marginal = log_lik if log_lik.ndim == 1 else jnp.sum(log_lik, axis=-1)
+    p_z = jax.nn.softmax(jnp.where(valid, scores, NEG_INF), axis=-1)
+    return {
+        # RU = log p(y|z,x) - log p(y|null,x), per masked token, for the top document...
+        "retrieval_utility": jnp.sum(top - null) / num_masks,
+        # ...and for the marginal over all candidates, as the released code logs it.
+        "marginal_retrieval_utility": jnp.sum(marginal - null) / num_masks,
+        "null_doc_prob": jnp.mean(p_z[:, 0]),
+    }
+
+  def predict_batch(self, params, batch):
+    scores, token_log_probs = self._forward(params, batch)
+    return {"retrieval_scores": scores, "token_log_probs": token_log_probs}
+
+  def score_batch(self, params, batch):
+    scores, token_log_probs = self._forward(params, batch)
+    return realm_log_likelihood(scores, token_log_probs, batch["mlm_weights"],
+                                batch["cand_valid"] > 0)
+
+
+@gin.configurable
+@dataclasses.dataclass
+class OpenQAModel(_RetrieverModel):
+  """ORQA fine-tuning: frozen document embeddings, trained query tower and span reader.
+
+  Batch: query_ids [B, Lq]; retrieved_doc_emb [B, N, D] and retrieved_valid /
+  retrieved_has_answer [B, N] for the larger retrieved set (MIPS order); reader_ids /
+  reader_types [B, R, Lr] for its first R blocks; body_start / body_len [B, R]; gold_spans
+  [B, R, Lr, W] (training only).
+  """
+  reader_config: BertConfig = None
+  span_hidden: int = 256
+  max_span_len: int = 10
+
+  def _qa_net(self):
+    return OpenQANet(self.retriever_config, self.proj_dim, self.share_embedders,
+                     self.reader_config, self.span_hidden, self.max_span_len)
+
+  def init_params(self, rng, batch):
+    return self._qa_net().init({"params": rng}, batch["query_ids"], batch["reader_ids"],
+                               batch["reader_types"])["params"]
+
+  def _forward(self, params, batch, dropout_rng=None):
+    kwargs = {}
+    if dropout_rng is not None:
+      kwargs = dict(deterministic=False, rngs={"dropout": dropout_rng})
+    q, span_logits = self._qa_net().apply(
+        {"params": params}, batch["query_ids"], batch["reader_ids"], batch["reader_types"],
+        **kwargs)
+    retrieval_scores = inner_products(q, batch["retrieved_doc_emb"])          # [B, N]
+    num_read = batch["reader_ids"].shape[1]
+    # A block's retrieval score is added to each of its spans (ORQA).
+    span_logits = span_logits + retrieval_scores[:, :num_read, None, None]
+    valid = span_validity(span_logits.shape[-2], self.max_span_len,
+                          batch["body_start"], batch["body_len"])
+    return retrieval_scores, span_logits, valid
+
+  def loss_fn(self, params, batch, dropout_rng):
+    scores, span_logits, valid = self._forward(params, batch, dropout_rng)
+    reader_ll, reader_has = marginal_span_log_likelihood(
+        span_logits, batch["gold_spans"] > 0, valid)
+    retrieved_valid = batch["retrieved_valid"] > 0
+    retriever_ll, retriever_has = marginal_span_log_likelihood(
+        scores, (batch["retrieved_has_answer"] > 0) & retrieved_valid, retrieved_valid)
+    reader_loss = -_masked_mean(reader_ll, reader_has)
+    retriever_loss = -_masked_mean(retriever_ll, retriever_has)
+    return reader_loss + retriever_loss, {
+        "reader_loss": reader_loss,
+        "retriever_loss": retriever_loss,
+        "gold_in_read_blocks": jnp.mean(reader_has),
+        "answer_in_retrieved": jnp.mean(retriever_has),
+    }
+
+  def predict_batch(self, params, batch):
+    """The best (block, start, width) over the read blocks, retrieval score included."""
+    _, span_logits, valid = self._forward(params, batch)
+    logits = jnp.where(valid, span_logits, NEG_INF)
+    b, r, l, w = logits.shape
+    best = jnp.argmax(logits.reshape(b, -1), axis=-1)
+    block, rest = jnp.divmod(best, l * w)
+    start, width = jnp.divmod(rest, w)
+    return {"block": block, "start": start, "end": start + width,
+            "score": jnp.max(logits.reshape(b, -1), axis=-1),
+            "has_span": jnp.any(valid.reshape(b, -1), axis=-1)}
+
+  def score_batch(self, params, batch):
+    scores, _, _ = self._forward(params, batch)
+    return scores
+
+
+def warm_start(params, source, keys=("retriever", "reader")):
+  """Copies named top-level subtrees of `source` into `params`, checking every shape."""
+  params = dict(params)
+  for key in keys:
+    if key not in params or key not in source:
+      continue
+    want = jax.tree_util.tree_map(jnp.shape, params[key])
+    got = jax.tree_util.tree_map(jnp.shape, source[key])
+    if want != got:
+      raise ValueError(f"warm start: subtree {key!r} does not match the model's shapes")
+    params[key] = source[key]
+  return params

@@ -1,0 +1,182 @@
+"""A BERT encoder in Flax, annotated with logical axis names for partitioning.
+
+Written for this project (post-LayerNorm BERT, learned positions, GELU). Every kernel carries
+logical axis names ("embed", "mlp", "heads", "kv", "vocab") that `partitioning.Partitioner`
+maps onto the ("data", "model") mesh, so the same module runs on one CPU core or a pod slice.
+
+Mixed precision: `dtype` is the dtype matmul *inputs* are cast to. With `accumulate_fp32`
+the dots ask XLA for float32 results (`preferred_element_type`), which is what makes bf16
+fast on CPUs with AVX-512 BF16 (bf16 x bf16 -> f32); plain bf16-output dots are kept as an
+option because benchmarks/train_step.py measures both. Parameters stay float32.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import flax.linen as nn
+import gin
+import jax
+import jax.numpy as jnp
+
+NEG_INF = -1e9
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+  """Sizes live in gin/sizes/*.gin; vocab_size is filled in from the vocabulary."""
+  vocab_size: int = 0
+  hidden_size: int = 768
+  num_layers: int = 12
+  num_heads: int = 12
+  mlp_dim: int = 3072
+  max_len: int = 512
+  type_vocab_size: int = 2
+  dropout_rate: float = 0.1
+  dtype: str = "float32"
+  accumulate_fp32: bool = True
+  # BERT initialises every kernel and embedding with N(0, 0.02). Small models trained from
+  # scratch need more: at 0.02 and width 128 a pooled [CLS] barely depends on its input.
+  init_std: float = 0.02
+
+  @property
+  def compute_dtype(self):
+    return jnp.dtype(self.dtype)
+
+
+def _init(axes: Sequence[str | None], stddev: float):
+  return nn.with_logical_partitioning(nn.initializers.normal(stddev), tuple(axes))
+
+
+class Projection(nn.Module):
+  """y = einsum(x, kernel) + bias, with logically named kernel axes."""
+  config: BertConfig
+  shape: tuple[int, ...]          # kernel shape after the contracted input axes
+  axes: tuple[str | None, ...]    # logical names of all kernel axes (inputs then outputs)
+  contract: int = 1               # how many trailing input axes are contracted
+
+  @nn.compact
+  def __call__(self, x):
+    cfg = self.config
+    in_shape = x.shape[-self.contract:]
+    kernel = self.param("kernel", _init(self.axes, cfg.init_std), tuple(in_shape) + tuple(self.shape),
+                        jnp.float32)
+    bias = self.param("bias", nn.with_logical_partitioning(
+        nn.initializers.zeros, self.axes[self.contract:]), tuple(self.shape), jnp.float32)
+    dt = cfg.compute_dtype
+    letters = "abcdefgh"
+    batch = letters[:x.ndim - self.contract]
+    contracted = "wxyz"[:self.contract]
+    out = "pqrs"[:len(self.shape)]
+    eq = f"{batch}{contracted},{contracted}{out}->{batch}{out}"
+    preferred = jnp.float32 if cfg.accumulate_fp32 else None
+    y = jnp.einsum(eq, x.astype(dt), kernel.astype(dt), preferred_element_type=preferred)
+    return y.astype(jnp.float32) + bias
+
+
+class LayerNorm(nn.Module):
+  @nn.compact
+  def __call__(self, x):
+    return nn.LayerNorm(epsilon=1e-12, dtype=jnp.float32,
+                        scale_init=nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
+                        bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
+                        name="norm")(x)
+
+
+class SelfAttention(nn.Module):
+  config: BertConfig
+
+  @nn.compact
+  def __call__(self, x, attention_bias, deterministic: bool):
+    cfg = self.config
+    head_dim = cfg.hidden_size // cfg.num_heads
+    qkv_axes = ("embed", "heads", "kv")
+    q = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="query")(x)
+    k = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="key")(x)
+    v = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="value")(x)
+    dt = cfg.compute_dtype
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q.astype(dt), k.astype(dt),
+                        preferred_element_type=jnp.float32) / jnp.sqrt(head_dim)
+    weights = jax.nn.softmax(logits + attention_bias, axis=-1)
+    weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=deterministic)
+    ctx = jnp.einsum("bhqk,bkhd->bqhd", weights.astype(dt), v.astype(dt),
+                     preferred_element_type=jnp.float32)
+    return Projection(cfg, (cfg.hidden_size,), ("heads", "kv", "embed"), contract=2,
+                      name="out")(ctx)
+
+
+class TransformerLayer(nn.Module):
+  config: BertConfig
+
+  @nn.compact
+  def __call__(self, x, attention_bias, deterministic: bool):
+    cfg = self.config
+    drop = nn.Dropout(cfg.dropout_rate)
+    h = SelfAttention(cfg, name="attention")(x, attention_bias, deterministic)
+    x = LayerNorm(name="attention_norm")(x + drop(h, deterministic=deterministic))
+    h = Projection(cfg, (cfg.mlp_dim,), ("embed", "mlp"), name="mlp_in")(x)
+    h = nn.gelu(h, approximate=False)
+    h = Projection(cfg, (cfg.hidden_size,), ("mlp", "embed"), name="mlp_out")(h)
+    x = LayerNorm(name="mlp_norm")(x + drop(h, deterministic=deterministic))
+    return nn.with_logical_constraint(x, ("batch", "length", "embed"))
+
+
+class BertEncoder(nn.Module):
+  """Returns (sequence output [..., L, H], pooled [CLS] output [..., H]).
+
+  Leading dimensions beyond one batch axis (e.g. [batch, candidates, length]) are flattened
+  internally, so callers can pass REALM's candidate tensors as they are.
+  """
+  config: BertConfig
+
+  def setup(self):
+    cfg = self.config
+    self.token_embed = nn.Embed(
+        cfg.vocab_size, cfg.hidden_size,
+        embedding_init=_init(("vocab", "embed"), cfg.init_std), name="token_embed")
+    self.position_embed = self.param("position_embed", _init(("length", "embed"), cfg.init_std),
+                                     (cfg.max_len, cfg.hidden_size), jnp.float32)
+    self.type_embed = self.param("type_embed", _init((None, "embed"), cfg.init_std),
+                                 (cfg.type_vocab_size, cfg.hidden_size), jnp.float32)
+    self.embed_norm = LayerNorm()
+    self.layers = [TransformerLayer(cfg, name=f"layer_{i}") for i in range(cfg.num_layers)]
+    self.pooler = Projection(cfg, (cfg.hidden_size,), ("embed", "mlp"))
+    self.dropout = nn.Dropout(cfg.dropout_rate)
+
+  def __call__(self, ids, type_ids=None, *, deterministic: bool = True):
+    cfg = self.config
+    lead, length = ids.shape[:-1], ids.shape[-1]
+    if length > cfg.max_len:
+      raise ValueError(f"sequence length {length} exceeds BertConfig.max_len={cfg.max_len}")
+    ids = ids.reshape(-1, length)
+    type_ids = jnp.zeros_like(ids) if type_ids is None else type_ids.reshape(-1, length)
+    x = (self.token_embed(ids) + self.position_embed[None, :length]
+         + jnp.take(self.type_embed, type_ids, axis=0))
+    x = self.dropout(self.embed_norm(x), deterministic=deterministic)
+    x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+    # Padding (id 0) is never attended to.
+    attention_bias = jnp.where(ids[:, None, None, :] > 0, 0.0, NEG_INF)
+    for layer in self.layers:
+      x = layer(x, attention_bias, deterministic)
+    pooled = jnp.tanh(self.pooler(x[:, 0]))
+    return (x.reshape(*lead, length, cfg.hidden_size),
+            pooled.reshape(*lead, cfg.hidden_size))
+
+  def mlm_logits(self, hidden):
+    """Output layer tied to the input embeddings, as BERT's MLM head is."""
+    return self.token_embed.attend(hidden.astype(jnp.float32))
+
+
+class MlmHead(nn.Module):
+  """BERT's transform (dense, GELU, LayerNorm) before the tied output projection."""
+  config: BertConfig
+
+  @nn.compact
+  def __call__(self, hidden, encoder: BertEncoder):
+    cfg = self.config
+    h = Projection(cfg, (cfg.hidden_size,), ("embed", "mlp"), name="transform")(hidden)
+    h = LayerNorm(name="transform_norm")(nn.gelu(h, approximate=False))
+    bias = self.param("output_bias", nn.with_logical_partitioning(
+        nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+    return encoder.mlm_logits(h) + bias

@@ -1,0 +1,188 @@
+"""The REALM / ORQA maths against direct computations on tiny inputs."""
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from realm_bench import models
+from realm_bench.networks.bert import BertConfig
+from realm_bench.networks.reader import span_validity
+
+jax.config.update("jax_enable_x64", False)
+RNG = np.random.default_rng(0)
+
+
+def _direct_log_likelihood(scores, token_log_probs, weights, valid):
+  """log sum_z p(z|x) prod_m p(y_m|z,x), with a plain loop."""
+  out = []
+  for b in range(scores.shape[0]):
+    zs = [z for z in range(scores.shape[1]) if valid[b, z]]
+    p_z = np.exp(scores[b, zs] - np.max(scores[b, zs]))
+    p_z /= p_z.sum()
+    total = 0.0
+    for p, z in zip(p_z, zs):
+      p_y = 1.0
+      for m in range(weights.shape[1]):
+        if weights[b, m]:
+          p_y *= np.exp(token_log_probs[b, z, m])
+      total += p * p_y
+    out.append(np.log(total))
+  return np.array(out)
+
+
+def _random_inputs(b=3, k=4, m=3):
+  scores = RNG.normal(size=(b, k)).astype(np.float32)
+  token_log_probs = np.log(RNG.uniform(0.05, 0.95, size=(b, k, m))).astype(np.float32)
+  weights = np.ones((b, m), np.float32)
+  weights[0, -1] = 0.0            # a padded mask slot
+  valid = np.ones((b, k), bool)
+  valid[1, -1] = False            # a padded candidate
+  return scores, token_log_probs, weights, valid
+
+
+def test_marginal_likelihood_equals_direct_sum():
+  scores, tlp, w, valid = _random_inputs()
+  got = models.realm_log_likelihood(scores, tlp, w, valid)
+  np.testing.assert_allclose(got, _direct_log_likelihood(scores, tlp, w, valid), rtol=1e-5)
+
+
+def test_per_mask_marginal_matches_released_code_form():
+  scores, tlp, w, valid = _random_inputs()
+  got = np.asarray(models.realm_log_likelihood(scores, tlp, w, valid, per_mask=True))
+  for b, m in itertools.product(range(3), range(3)):
+    zs = valid[b]
+    p_z = np.exp(scores[b, zs]) / np.exp(scores[b, zs]).sum()
+    want = np.log(np.sum(p_z * np.exp(tlp[b, zs, m]))) * w[b, m]
+    assert got[b, m] == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_retriever_gradient_is_the_papers_r_of_z():
+  """d log p(y|x) / d f(x,z) = [p(y|z,x) / p(y|x) - 1] p(z|x)   (REALM, Appendix A)."""
+  scores, tlp, w, valid = _random_inputs()
+  valid[:] = True
+  grad = jax.grad(lambda s: jnp.sum(models.realm_log_likelihood(s, tlp, w, valid)))(scores)
+  p_z = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+  p_y_z = np.exp(np.sum(tlp * w[:, None, :], axis=-1))
+  p_y = np.sum(p_z * p_y_z, axis=-1, keepdims=True)
+  np.testing.assert_allclose(grad, (p_y_z / p_y - 1.0) * p_z, rtol=1e-4, atol=1e-6)
+
+
+def test_padded_candidates_and_masks_change_nothing():
+  scores, tlp, w, valid = _random_inputs()
+  base = models.realm_log_likelihood(scores, tlp, w, valid)
+  scores2, tlp2 = scores.copy(), tlp.copy()
+  scores2[1, -1] = 50.0          # an invalid candidate with a huge score
+  tlp2[0, :, -1] = -30.0         # a padded mask slot with a terrible prediction
+  np.testing.assert_allclose(models.realm_log_likelihood(scores2, tlp2, w, valid), base,
+                             rtol=1e-6)
+
+
+def test_marginal_span_log_likelihood_direct():
+  logits = RNG.normal(size=(2, 2, 4, 3)).astype(np.float32)
+  valid = RNG.uniform(size=logits.shape) > 0.3
+  gold = np.zeros(logits.shape, bool)
+  gold[0, 1, 2, 0] = gold[0, 0, 1, 1] = True
+  valid[0, 1, 2, 0] = valid[0, 0, 1, 1] = True
+  ll, has = models.marginal_span_log_likelihood(logits, gold, valid)
+  e = np.exp(logits[0])
+  want = np.log(e[gold[0]].sum()) - np.log(e[valid[0]].sum())
+  assert float(ll[0]) == pytest.approx(want, rel=1e-5)
+  assert list(np.asarray(has)) == [True, False] and float(ll[1]) == 0.0
+
+
+def test_spans_never_cross_the_block_boundary():
+  valid = np.asarray(span_validity(12, 4, jnp.array([3]), jnp.array([5])))[0]
+  for i, w in itertools.product(range(12), range(4)):
+    assert valid[i, w] == (3 <= i and i + w <= 7)
+
+
+TINY = BertConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+                  max_len=64, dropout_rate=0.0)
+
+
+def test_padding_does_not_change_embeddings():
+  model = models.IctModel(retriever_config=TINY, proj_dim=8)
+  ids = np.array([[2, 7, 9, 3]], np.int32)
+  params = model.init_params(jax.random.PRNGKey(0), {"query_ids": ids, "doc_ids": ids})
+  embed = jax.jit(model.embed_queries)
+  a = embed(params, ids)
+  b = embed(params, np.pad(ids, ((0, 0), (0, 6))))
+  np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _pretrain_batch(b=2, k=3, lq=6, lb=5, m=2):
+  q = RNG.integers(5, 50, size=(b, lq)).astype(np.int32)
+  q[:, -1] = 0
+  docs = RNG.integers(5, 50, size=(b, k, lb)).astype(np.int32)
+  joint = np.concatenate([np.broadcast_to(q[:, None], (b, k, lq)), docs], axis=-1)
+  types = np.concatenate([np.zeros((b, k, lq)), np.ones((b, k, lb))], -1).astype(np.int32)
+  return {"query_ids": q, "cand_doc_ids": docs, "joint_ids": joint, "joint_types": types,
+          "mlm_positions": np.tile(np.arange(1, m + 1, dtype=np.int32), (b, 1)),
+          "mlm_targets": RNG.integers(5, 50, size=(b, m)).astype(np.int32),
+          "mlm_weights": np.ones((b, m), np.float32), "cand_valid": np.ones((b, k), np.float32)}
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_realm_loss_equals_direct_computation_from_the_networks(share):
+  model = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, share_embedders=share,
+                                    reader_config=TINY)
+  batch = _pretrain_batch()
+  params = model.init_params(jax.random.PRNGKey(1), batch)
+  assert ("embedder" in params["retriever"]) == share
+  loss, metrics = jax.jit(model.loss_fn)(params, batch, jax.random.PRNGKey(2))
+  out = jax.jit(model.predict_batch)(params, batch)
+  # Scores recomputed from the towers directly.
+  q = jax.jit(model.embed_queries)(params, batch["query_ids"])
+  d = jax.jit(model.embed_docs)(params, batch["cand_doc_ids"].reshape(-1, 5)).reshape(2, 3, -1)
+  np.testing.assert_allclose(out["retrieval_scores"], np.einsum("bd,bkd->bk", q, d),
+                             rtol=1e-4, atol=1e-5)
+  direct = _direct_log_likelihood(np.asarray(out["retrieval_scores"]),
+                                  np.asarray(out["token_log_probs"]), batch["mlm_weights"],
+                                  batch["cand_valid"] > 0)
+  assert float(loss) == pytest.approx(-direct.sum() / batch["mlm_weights"].sum(), rel=1e-4)
+  # Gradients reach the retriever through the recomputed scores.
+  grads = jax.jit(jax.grad(lambda p: model.loss_fn(p, batch, jax.random.PRNGKey(2))[0]))(params)
+  norm = sum(float(jnp.sum(g ** 2)) for g in jax.tree_util.tree_leaves(grads["retriever"]))
+  assert norm > 0.0
+  assert set(metrics) >= {"retrieval_utility", "marginal_retrieval_utility", "null_doc_prob"}
+
+
+def _qa_batch(b=2, r=2, n=4, lq=5, lr=12, w=3):
+  rng = np.random.default_rng(3)
+  body_start = np.full((b, r), 7, np.int32)
+  body_len = np.array([[4, 3], [0, 5]], np.int32)
+  gold = np.zeros((b, r, lr, w), np.float32)
+  gold[0, 1, 8, 1] = 1.0
+  return {"query_ids": rng.integers(5, 50, size=(b, lq)).astype(np.int32),
+          "reader_ids": rng.integers(5, 50, size=(b, r, lr)).astype(np.int32),
+          "reader_types": np.zeros((b, r, lr), np.int32),
+          "retrieved_doc_emb": rng.normal(size=(b, n, 8)).astype(np.float32),
+          "retrieved_valid": np.ones((b, n), np.float32),
+          "retrieved_has_answer": np.array([[0, 1, 0, 1], [0, 0, 0, 0]], np.float32),
+          "body_start": body_start, "body_len": body_len, "gold_spans": gold}
+
+
+def test_open_qa_loss_and_prediction():
+  model = models.OpenQAModel(retriever_config=TINY, proj_dim=8, reader_config=TINY,
+                             span_hidden=8, max_span_len=3)
+  batch = _qa_batch()
+  params = model.init_params(jax.random.PRNGKey(0), batch)
+  loss, metrics = jax.jit(model.loss_fn)(params, batch, jax.random.PRNGKey(1))
+  scores, logits, valid = jax.jit(model._forward)(params, batch)  # pylint: disable=protected-access
+  scores, logits, valid = map(np.asarray, (scores, logits, valid))
+  # Reader: only example 0 has a gold span; retriever: only example 0 has an answer.
+  e = np.exp(logits[0] - logits[0][valid[0]].max())
+  reader = np.log(e[1, 8, 1]) - np.log(e[valid[0]].sum())
+  s = np.exp(scores[0])
+  retriever = np.log(s[[1, 3]].sum()) - np.log(s.sum())
+  assert float(loss) == pytest.approx(-(reader + retriever), rel=1e-4)
+  assert float(metrics["gold_in_read_blocks"]) == 0.5
+  pred = jax.jit(model.predict_batch)(params, batch)
+  blk, start, end = (int(pred[k][0]) for k in ("block", "start", "end"))
+  assert 7 <= start <= end < 7 + batch["body_len"][0, blk] and end - start < 3
+  # Block 0 of example 1 has an empty body: its spans are never valid.
+  assert not valid[1, 0].any()
