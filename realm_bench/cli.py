@@ -69,6 +69,10 @@ def _check(p):
   p.add_argument("--strict", action="store_true", help="MISSING cells fail too")
 
 
+def _entry(p):
+  _gin_args(p)
+
+
 def _quickstart(p):
   p.add_argument("--out", default="results/runs/quickstart",
                  help="folder for the world, vocabulary and runs (default: %(default)s)")
@@ -79,6 +83,14 @@ def _quickstart(p):
 COMMANDS: dict[str, tuple[str, Callable, str]] = {
     "quickstart": ("the whole pipeline on the synthetic world", _quickstart,
                    "realm_bench.quickstart:cli_main"),
+    "train": ("train a model (ICT, REALM pre-training or Open-QA fine-tuning) from gin files",
+              _entry, "realm_bench.entry:train"),
+    "evaluate": ("exact match of a fine-tuned Open-QA run; writes a run record", _entry,
+                 "realm_bench.entry:evaluate"),
+    "recall": ("zero-shot Recall@k of a retriever; writes a run record", _entry,
+               "realm_bench.entry:evaluate_retrieval"),
+    "infer": ("write predictions of a fine-tuned run in the ORQA format", _entry,
+              "realm_bench.entry:infer"),
     "world": ("generate the synthetic world", _world, "realm_bench.tasks.world:cli_main"),
     "vocab": ("learn a WordPiece vocabulary from a corpus", _vocab,
               "realm_bench.tasks.vocab:cli_main"),

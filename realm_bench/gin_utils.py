@@ -60,11 +60,18 @@ def _required_macros_unset() -> list[str]:
 
 
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str] = (), *,
-              finalize: bool = True) -> None:
-  """Parses files then bindings, so command-line bindings win, as in t5x."""
+              finalize: bool = False) -> None:
+  """Parses files then bindings, so command-line bindings win, as in t5x.
+
+  The config is not locked by default: modules are imported lazily (so `--help` and small
+  commands stay fast), and a locked config refuses configurables registered after it.
+  """
   gin.clear_config()
-  if str(gin_dir()) not in gin.config._LOCATION_PREFIXES:  # pylint: disable=protected-access
-    gin.add_config_file_search_path(str(gin_dir()))
+  prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
+  if str(gin_dir()) not in prefixes:
+    # First, so `include 'models/ict.gin'` finds the shipped file without gin logging a failed
+    # look-up in the working directory; --gin_file paths are resolved above, cwd first.
+    prefixes.insert(0, str(gin_dir()))
   for name in gin_files:
     path = resolve_gin_file(name)
     try:
@@ -108,3 +115,11 @@ def required_macros_in(path) -> list[str]:
   """Names a gin file declares as `NAME = %gin.REQUIRED` (documented in each run header)."""
   text = Path(path).read_text(encoding="utf-8")
   return re.findall(r"^(\w+)\s*=\s*%gin\.REQUIRED", text, flags=re.M)
+
+
+def run_entry(fn, gin_files: Sequence[str], bindings: Sequence[str]):
+  """Parses the config, then calls the gin-configured keyword-only entry function `fn`."""
+  if not gin_files:
+    raise InputError("at least one --gin_file is required")
+  parse_gin(gin_files, bindings)
+  return gin.get_configurable(fn)()

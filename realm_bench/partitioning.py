@@ -142,10 +142,10 @@ class Partitioner:
     return out
 
   def jit(self, fn: Callable, in_shardings, out_shardings, *,
-          donate_argnums: Sequence[int] = ()) -> Callable:
+          donate_argnums: Sequence[int] = (), compiler_options: dict | None = None) -> Callable:
     """jax.jit whose tracing sees this mesh and these rules (for nn.with_logical_constraint)."""
     jitted = jax.jit(fn, in_shardings=in_shardings, out_shardings=out_shardings,
-                     donate_argnums=tuple(donate_argnums))
+                     donate_argnums=tuple(donate_argnums), compiler_options=compiler_options)
 
     def call(*args):
       with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.logical_axis_rules):

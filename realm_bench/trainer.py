@@ -159,7 +159,9 @@ class Trainer:
       self._init_fn = self.partitioner.jit(
           lambda r, b: meta.unbox(self._boxed_state(r, b)),
           in_shardings=(self.partitioner.replicated(), self.partitioner.batch_sharding()),
-          out_shardings=self._state_shardings)
+          out_shardings=self._state_shardings,
+          # Initialisation runs once: XLA's optimiser would spend seconds on its RNG graph.
+          compiler_options={"xla_backend_optimization_level": 0})
     return self._init_fn(rng, self.partitioner.shard_batch(batch))
 
   def _train_step(self, state: TrainState, batch) -> tuple[TrainState, dict[str, jax.Array]]:

@@ -311,7 +311,7 @@ def learn_vocabulary(*, texts: Iterable[str], size: int, out) -> list[str]:
   return tokens
 
 
-def _texts_from_world(root: Path) -> Iterable[str]:
+def texts_from_world(root: Path) -> Iterable[str]:
   from realm_bench.tasks import data  # pylint: disable=g-import-not-at-top
 
   for block in data.iter_blocks(root):
@@ -359,7 +359,7 @@ def cli_main(args, gin_bindings) -> int:
     if not root.is_dir():
       raise InputError("world folder does not exist; make one with `realm-bench world --out DIR`",
                        path=root)
-    texts = _texts_from_world(root)
+    texts = texts_from_world(root)
   else:
     texts = (t for name in args.text for t in _texts_from_file(Path(name)))
   tokens = learn_vocabulary(texts=texts, size=args.size, out=args.out)

@@ -1,0 +1,63 @@
+"""`infer`: predictions for an Open-QA split, in the ORQA predictions format.
+
+Writes one `{"question", "prediction"}` line per question, the file `realm-bench score` and
+the official evaluation read. `evaluate` calls the same `predict_answers`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from realm_bench import checkpoints, features
+from realm_bench.inputs import OpenQAPipeline
+from realm_bench.io_utils import atomic_write_jsonl
+from realm_bench.models import OpenQAModel
+
+
+def _text(x) -> str:
+  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+
+
+def load_finetuned(*, model: OpenQAModel, pipeline: OpenQAPipeline, checkpoint_from: str):
+  """Parameters of a fine-tuning run and its frozen index (saved by the run itself)."""
+  run = Path(checkpoint_from)
+  params = checkpoints.load_params(run / "checkpoints")
+  pipeline.setup(model=model, run_dir=run, warm_start_params=None)
+  return params
+
+
+def predict_answers(*, model: OpenQAModel, pipeline: OpenQAPipeline, params, examples,
+                    batch_size: int) -> list[dict]:
+  """[{question, prediction, answers, block_ids}] for every example, in order."""
+  predict = jax.jit(model.predict_batch)
+  rows = []
+  for start in range(0, len(examples), batch_size):
+    chunk = list(examples[start:start + batch_size])
+    real = len(chunk)
+    chunk += [chunk[-1]] * (batch_size - real)     # one compiled shape for every batch
+    batch = pipeline.batch(params, chunk, with_gold=False)
+    retrieved = batch.pop("_retrieved_ids")
+    out = jax.device_get(predict(params, batch))
+    for i in range(real):
+      prediction = ""
+      if out["has_span"][i]:
+        block = retrieved[i, out["block"][i]]
+        prediction = features.answer_text(pipeline.corpus, block, out["start"][i] -
+                                          batch["body_start"][i, out["block"][i]],
+                                          out["end"][i] - batch["body_start"][i, out["block"][i]])
+      rows.append({"question": _text(chunk[i]["question"]), "prediction": prediction,
+                   "answers": [_text(a) for a in chunk[i]["answers"]],
+                   "retrieved": [int(b) for b in retrieved[i] if b >= 0]})
+  return rows
+
+
+def infer(*, model: OpenQAModel, pipeline: OpenQAPipeline, checkpoint_from: str,
+          split: str = "test", output: str, batch_size: int = 32) -> Path:
+  params = load_finetuned(model=model, pipeline=pipeline, checkpoint_from=checkpoint_from)
+  rows = predict_answers(model=model, pipeline=pipeline, params=params,
+                         examples=pipeline.examples(split), batch_size=batch_size)
+  atomic_write_jsonl(output, [{"question": r["question"], "prediction": r["prediction"]}
+                              for r in rows])
+  return Path(output)

@@ -1,0 +1,126 @@
+"""REALM's stages end to end on the tiny world: train, resume, refresh, evaluate, infer, score.
+
+One module-scoped world and vocabulary serve every test; a persistent compilation cache lets
+the repeated tiny runs reuse their compiled steps.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gin
+import jax
+import pytest
+
+from realm_bench import cli, gin_utils
+from realm_bench import eval as eval_lib
+from realm_bench import train as train_lib
+from realm_bench.reporting.records import read_record
+from realm_bench.tasks import vocab as vocab_lib
+from realm_bench.tasks import world as world_lib
+
+TINY_SHAPES = ["NUM_CANDIDATES = 4", "NUM_RETRIEVED = 8", "NUM_READ = 3",
+               "bert.BertConfig.hidden_size = 32", "bert.BertConfig.num_layers = 1",
+               "bert.BertConfig.num_heads = 2", "bert.BertConfig.mlp_dim = 64", "PROJ_DIM = 16",
+               "SPAN_HIDDEN = 16"]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+  root = tmp_path_factory.mktemp("realm")
+  jax.config.update("jax_compilation_cache_dir", str(root / "jax_cache"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  gin_utils.parse_gin(["world/tiny.gin"], [])
+  world_lib.generate(out_dir=root / "world", config=world_lib.WorldConfig())
+  vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_world(root / "world"), size=500,
+                             out=root / "vocab.txt")
+  yield root
+  jax.config.update("jax_compilation_cache_dir", None)
+
+
+def _bindings(root: Path, run: str, **macros) -> list[str]:
+  out = [f"WORLD_DIR = '{root / 'world'}'", f"VOCAB_PATH = '{root / 'vocab.txt'}'",
+         f"RUN_DIR = '{root / run}'", "BATCH_SIZE = 4", "LEARNING_RATE = 1e-3",
+         "WARMUP_STEPS = 1", *TINY_SHAPES]
+  return out + [f"{k} = {v!r}" for k, v in macros.items()]
+
+
+def _train(root, run_file, run, stop_at_step=None, **macros):
+  gin_utils.parse_gin([run_file, "sizes/tiny.gin"], _bindings(root, run, **macros))
+  return gin.get_configurable(train_lib.train)(progress=False, log_every=1,
+                                               stop_at_step=stop_at_step)
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+  return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def ict(world):
+  _train(world, "runs/ict.gin", "ict", NUM_STEPS=3)
+  return world / "ict"
+
+
+@pytest.fixture(scope="module")
+def realm(world, ict):
+  """Six uninterrupted pre-training steps, the index refreshed every two."""
+  summary = _train(world, "runs/pretrain.gin", "realm", NUM_STEPS=6, REFRESH_EVERY=2,
+                   WARM_START=str(ict))
+  return world / "realm", summary
+
+
+def test_pretraining_refreshes_the_index_and_logs_staleness(world, realm):
+  run_dir, summary = realm
+  rows = _metrics(run_dir)
+  assert [r["staleness"] for r in rows] == [0, 1, 0, 1, 0, 1]
+  assert [r["index_embedder_step"] for r in rows] == [0, 0, 2, 2, 4, 4]
+  assert summary["pipeline"]["num_refreshes"] == 3
+  assert summary["pipeline"]["staleness_mean"] == 0.5
+  versions = sorted(p.name for p in (run_dir / "index").glob("v*"))
+  assert versions[-1] == "v00000004"
+  latest = (run_dir / "index" / "LATEST").read_text().strip()
+  manifest = json.loads((run_dir / "index" / latest / "manifest.json").read_text())
+  assert manifest["embedder_step"] == 4 and manifest["num_blocks"] > 0
+  assert {"retrieval_utility", "null_doc_prob"} <= set(rows[-1])
+
+
+def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):
+  # Stop after 3 steps (mid refresh interval), then rerun the same command.
+  _train(world, "runs/pretrain.gin", "resumed", stop_at_step=3, NUM_STEPS=6, REFRESH_EVERY=2,
+         WARM_START=str(ict))
+  summary = _train(world, "runs/pretrain.gin", "resumed", NUM_STEPS=6, REFRESH_EVERY=2,
+                   WARM_START=str(ict))
+  assert summary["resumed_from_step"] == 3
+  assert _metrics(world / "resumed") == _metrics(realm[0])
+
+
+def test_finetune_evaluate_infer_and_score(world, ict, capsys):
+  _train(world, "runs/finetune.gin", "ft", NUM_STEPS=3, WARM_START=str(ict))
+  assert (world / "ft" / "index" / "frozen" / "manifest.json").exists()
+  gin_utils.parse_gin(["runs/evaluate.gin", "sizes/tiny.gin"], _bindings(
+      world, "eval", CHECKPOINT_FROM=str(world / "ft"), EXPERIMENT="realm", DATASET="nq"))
+  metrics = gin.get_configurable(eval_lib.evaluate)()
+  record = read_record(world / "eval" / "record.json")
+  assert record.metrics == metrics and 0.0 <= metrics["exact_match"] <= 100.0
+  assert record.scale == "synthetic" and record.split == "test" and record.steps == 6
+  assert record.index_manifests and "ft" in (world / "eval" / "config.gin").read_text()
+  # infer writes the ORQA format, and `score` agrees with the record.
+  out = world / "pred.jsonl"
+  args = ["--gin_file=runs/infer.gin", "--gin_file=sizes/tiny.gin",
+          *[f"--gin.{b.replace(' = ', '=')}" for b in _bindings(world, "unused")],
+          f"--gin.CHECKPOINT_FROM='{world / 'ft'}'", f"--gin.OUTPUT='{out}'"]
+  assert cli.main(["infer", *args]) == 0
+  refs = world / "world" / "open_qa" / "nq" / "test.jsonl"
+  assert cli.main(["score", "--references", str(refs), "--predictions", str(out)]) == 0
+  summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+  assert summary["exact_match"] == pytest.approx(metrics["exact_match"])
+  assert summary["missing_predictions"] == 0
+
+
+def test_zero_shot_recall_record(world, ict):
+  gin_utils.parse_gin(["runs/evaluate_retrieval.gin", "sizes/tiny.gin"], _bindings(
+      world, "recall", CHECKPOINT_FROM=str(ict), EXPERIMENT="orqa", DATASET="nq"))
+  metrics = gin.get_configurable(eval_lib.evaluate_retrieval)()
+  record = read_record(world / "recall" / "record.json")
+  assert set(metrics) == {"recall@5"} and record.recall_matcher == "string"
+  assert record.split == "dev"
