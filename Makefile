@@ -1,6 +1,6 @@
 # Both targets build the virtual environment on first use, so a fresh machine with only
 # Python 3.11, pip and gcc needs nothing else.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed

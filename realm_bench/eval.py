@@ -15,7 +15,7 @@ from typing import Sequence
 
 import gin
 
-from realm_bench import checkpoints, gin_utils
+from realm_bench import checkpoints, features, gin_utils
 from realm_bench.infer import load_finetuned, predict_answers
 from realm_bench.inputs import OpenQAPipeline, load_corpus, query_len, task_examples
 from realm_bench.io_utils import atomic_write_jsonl
@@ -23,7 +23,6 @@ from realm_bench.reporting.records import RunRecord, git_commit, hardware_info, 
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex
 from realm_bench.tasks import metrics as qa_metrics
-from realm_bench import features
 from realm_bench.train import SUMMARY
 
 SPLIT_FILE = {"train": "train", "validation": "dev", "test": "test"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from realm_bench import checkpoints, features
 from realm_bench.inputs import OpenQAPipeline
@@ -43,10 +42,10 @@ def predict_answers(*, model: OpenQAModel, pipeline: OpenQAPipeline, params, exa
     for i in range(real):
       prediction = ""
       if out["has_span"][i]:
-        block = retrieved[i, out["block"][i]]
-        prediction = features.answer_text(pipeline.corpus, block, out["start"][i] -
-                                          batch["body_start"][i, out["block"][i]],
-                                          out["end"][i] - batch["body_start"][i, out["block"][i]])
+        read = out["block"][i]
+        offset = batch["body_start"][i, read]   # spans index the reader input; cut the body
+        prediction = features.answer_text(pipeline.corpus, retrieved[i, read],
+                                          out["start"][i] - offset, out["end"][i] - offset)
       rows.append({"question": _text(chunk[i]["question"]), "prediction": prediction,
                    "answers": [_text(a) for a in chunk[i]["answers"]],
                    "retrieved": [int(b) for b in retrieved[i] if b >= 0]})

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import gin
 import numpy as np
@@ -186,6 +186,7 @@ class RealmPipeline(Pipeline):
   max_masks: int = 10
   exclude_source_block: bool = False
   refresh: RefreshConfig = dataclasses.field(default_factory=RefreshConfig)
+  index_factory: Callable[[], MipsIndex] = ExactIndex   # gin/retrieval/*.gin choose
 
   def setup(self, *, model, run_dir, warm_start_params=None):
     self.corpus = load_corpus(self.corpus_task)
@@ -197,7 +198,8 @@ class RealmPipeline(Pipeline):
         doc_inputs=self.corpus.doc_inputs, doc_ids=self.corpus.ids,
         embed_docs=lambda p, ids: self.towers.embed_docs(
             p, ids, batch_size=self.refresh.embed_batch_size),
-        index_root=Path(run_dir) / "index", config=self.refresh)
+        index_root=Path(run_dir) / "index", config=self.refresh,
+        index_factory=self.index_factory)
     self.staleness = {"count": 0, "sum": 0, "max": 0}
 
   def stream(self, *, batch_size, seed):

@@ -19,10 +19,7 @@ from realm_bench.reporting.records import read_record
 from realm_bench.tasks import vocab as vocab_lib
 from realm_bench.tasks import world as world_lib
 
-TINY_SHAPES = ["NUM_CANDIDATES = 4", "NUM_RETRIEVED = 8", "NUM_READ = 3",
-               "bert.BertConfig.hidden_size = 32", "bert.BertConfig.num_layers = 1",
-               "bert.BertConfig.num_heads = 2", "bert.BertConfig.mlp_dim = 64", "PROJ_DIM = 16",
-               "SPAN_HIDDEN = 16"]
+OVERLAYS = ["sizes/tiny.gin", "testing/tiny.gin"]
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +37,12 @@ def world(tmp_path_factory):
 
 def _bindings(root: Path, run: str, **macros) -> list[str]:
   out = [f"WORLD_DIR = '{root / 'world'}'", f"VOCAB_PATH = '{root / 'vocab.txt'}'",
-         f"RUN_DIR = '{root / run}'", "BATCH_SIZE = 4", "LEARNING_RATE = 1e-3",
-         "WARMUP_STEPS = 1", *TINY_SHAPES]
+         f"RUN_DIR = '{root / run}'"]
   return out + [f"{k} = {v!r}" for k, v in macros.items()]
 
 
 def _train(root, run_file, run, stop_at_step=None, **macros):
-  gin_utils.parse_gin([run_file, "sizes/tiny.gin"], _bindings(root, run, **macros))
+  gin_utils.parse_gin([run_file, *OVERLAYS], _bindings(root, run, **macros))
   return gin.get_configurable(train_lib.train)(progress=False, log_every=1,
                                                stop_at_step=stop_at_step)
 
@@ -97,7 +93,7 @@ def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):
 def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   _train(world, "runs/finetune.gin", "ft", NUM_STEPS=3, WARM_START=str(ict))
   assert (world / "ft" / "index" / "frozen" / "manifest.json").exists()
-  gin_utils.parse_gin(["runs/evaluate.gin", "sizes/tiny.gin"], _bindings(
+  gin_utils.parse_gin(["runs/evaluate.gin", *OVERLAYS], _bindings(
       world, "eval", CHECKPOINT_FROM=str(world / "ft"), EXPERIMENT="realm", DATASET="nq"))
   metrics = gin.get_configurable(eval_lib.evaluate)()
   record = read_record(world / "eval" / "record.json")
@@ -106,7 +102,7 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   assert record.index_manifests and "ft" in (world / "eval" / "config.gin").read_text()
   # infer writes the ORQA format, and `score` agrees with the record.
   out = world / "pred.jsonl"
-  args = ["--gin_file=runs/infer.gin", "--gin_file=sizes/tiny.gin",
+  args = ["--gin_file=runs/infer.gin", *[f"--gin_file={f}" for f in OVERLAYS],
           *[f"--gin.{b.replace(' = ', '=')}" for b in _bindings(world, "unused")],
           f"--gin.CHECKPOINT_FROM='{world / 'ft'}'", f"--gin.OUTPUT='{out}'"]
   assert cli.main(["infer", *args]) == 0
@@ -118,7 +114,7 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
 
 
 def test_zero_shot_recall_record(world, ict):
-  gin_utils.parse_gin(["runs/evaluate_retrieval.gin", "sizes/tiny.gin"], _bindings(
+  gin_utils.parse_gin(["runs/evaluate_retrieval.gin", *OVERLAYS], _bindings(
       world, "recall", CHECKPOINT_FROM=str(ict), EXPERIMENT="orqa", DATASET="nq"))
   metrics = gin.get_configurable(eval_lib.evaluate_retrieval)()
   record = read_record(world / "recall" / "record.json")
