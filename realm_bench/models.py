@@ -67,6 +67,13 @@ def marginal_span_log_likelihood(logits, gold, valid):
   return jnp.where(has_gold, num - den, 0.0), has_gold
 
 
+def _train_mode(dropout_rng) -> dict:
+  """apply() arguments: dropout on when a training step passes its RNG, off otherwise."""
+  if dropout_rng is None:
+    return {}
+  return {"deterministic": False, "rngs": {"dropout": dropout_rng}}
+
+
 def _masked_mean(values, mask):
   mask = mask.astype(jnp.float32)
   return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
@@ -202,9 +209,7 @@ class RealmPretrainModel(_RetrieverModel):
         batch["joint_types"], batch["mlm_positions"])["params"]
 
   def _forward(self, params, batch, dropout_rng=None):
-    kwargs = {}
-    if dropout_rng is not None:
-      kwargs = dict(deterministic=False, rngs={"dropout": dropout_rng})
+    kwargs = _train_mode(dropout_rng)
     scores, logits = self._pretrain_net().apply(
         {"params": params}, batch["query_ids"], batch["cand_doc_ids"], batch["joint_ids"],
         batch["joint_types"], batch["mlm_positions"], **kwargs)
@@ -273,9 +278,7 @@ class OpenQAModel(_RetrieverModel):
                                batch["reader_types"])["params"]
 
   def _forward(self, params, batch, dropout_rng=None):
-    kwargs = {}
-    if dropout_rng is not None:
-      kwargs = dict(deterministic=False, rngs={"dropout": dropout_rng})
+    kwargs = _train_mode(dropout_rng)
     q, span_logits = self._qa_net().apply(
         {"params": params}, batch["query_ids"], batch["reader_ids"], batch["reader_types"],
         **kwargs)
