@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -186,3 +187,25 @@ def test_open_qa_loss_and_prediction():
   assert 7 <= start <= end < 7 + batch["body_len"][0, blk] and end - start < 3
   # Block 0 of example 1 has an empty body: its spans are never valid.
   assert not valid[1, 0].any()
+
+
+def test_bf16_dots_accumulate_in_fp32_forward_and_backward():
+  from realm_bench.networks import bert  # pylint: disable=g-import-not-at-top
+  cfg32 = BertConfig(vocab_size=50, hidden_size=16, num_heads=2)
+  cfg16 = BertConfig(vocab_size=50, hidden_size=16, num_heads=2, dtype="bfloat16")
+  a = RNG.normal(size=(3, 4, 8)).astype(np.float32)
+  b = RNG.normal(size=(8, 5)).astype(np.float32)
+  loss = lambda cfg: lambda a, b: jnp.sum(jnp.sin(bert.einsum(cfg, "xyw,wp->xyp", a, b)))
+  g32 = jax.grad(loss(cfg32), argnums=(0, 1))(a, b)
+  g16 = jax.grad(loss(cfg16), argnums=(0, 1))(a, b)
+  for x, y in zip(g16, g32):
+    assert x.dtype == jnp.float32
+    np.testing.assert_allclose(x, y, rtol=0.05, atol=0.05)
+  def dots(jaxpr):
+    yield from (e for e in jaxpr.eqns if e.primitive.name == "dot_general")
+    for sub in jax.extend.core.subjaxprs(jaxpr):
+      yield from dots(sub)
+  found = list(dots(jax.make_jaxpr(jax.grad(loss(cfg16), argnums=(0, 1)))(a, b).jaxpr))
+  assert len(found) == 3   # the forward dot and both gradients
+  assert all(v.aval.dtype == jnp.bfloat16 for e in found for v in e.invars)
+  assert all(e.outvars[0].aval.dtype == jnp.float32 for e in found)

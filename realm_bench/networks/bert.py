@@ -5,13 +5,15 @@ logical axis names ("embed", "mlp", "heads", "kv", "vocab") that `partitioning.P
 maps onto the ("data", "model") mesh, so the same module runs on one CPU core or a pod slice.
 
 Mixed precision: `dtype` is the dtype matmul *inputs* are cast to. With `accumulate_fp32`
-the dots ask XLA for float32 results (`preferred_element_type`), which is what makes bf16
-fast on CPUs with AVX-512 BF16 (bf16 x bf16 -> f32); plain bf16-output dots are kept as an
-option because benchmarks/train_step.py measures both. Parameters stay float32.
+the dots ask XLA for float32 results (`preferred_element_type`), in the backward pass too
+(`einsum` below), which is what makes bf16 fast on CPUs with AVX-512 BF16 (bf16 x bf16 ->
+f32); plain bf16-output dots are kept as an option because benchmarks/train_step.py measures
+both. Parameters stay float32.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import flax.linen as nn
@@ -45,6 +47,47 @@ class BertConfig:
     return jnp.dtype(self.dtype)
 
 
+def einsum(config: BertConfig, eq: str, a, b):
+  """A two-operand einsum in the config's precision; results (and gradients) in float32.
+
+  float32: a plain einsum. bfloat16 with accumulate_fp32: bf16 x bf16 -> f32 in the forward
+  *and* the backward pass (JAX's own backward rule would pair the f32 cotangent with a bf16
+  operand and fall back to f32 dots). bfloat16 without it: plain bf16-output dots.
+  """
+  dtype = config.compute_dtype
+  if dtype == jnp.float32:
+    return jnp.einsum(eq, a, b)
+  if not config.accumulate_fp32:
+    return jnp.einsum(eq, a.astype(dtype), b.astype(dtype)).astype(jnp.float32)
+  return _mixed_einsum(eq, dtype.name, a, b)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _mixed_einsum(eq, dtype, a, b):
+  return jnp.einsum(eq, a.astype(dtype), b.astype(dtype), preferred_element_type=jnp.float32)
+
+
+def _mixed_einsum_fwd(eq, dtype, a, b):
+  return _mixed_einsum(eq, dtype, a, b), (a, b)
+
+
+def _mixed_einsum_bwd(eq, dtype, residuals, g):
+  a, b = residuals
+  inputs, out = eq.split("->")
+  spec_a, spec_b = inputs.split(",")
+  g = g.astype(dtype)
+  # Every letter of a operand appears in the output or in the other operand, so each
+  # gradient is one einsum of the cotangent with the other operand.
+  grad_a = jnp.einsum(f"{out},{spec_b}->{spec_a}", g, b.astype(dtype),
+                      preferred_element_type=jnp.float32)
+  grad_b = jnp.einsum(f"{spec_a},{out}->{spec_b}", a.astype(dtype), g,
+                      preferred_element_type=jnp.float32)
+  return grad_a.astype(a.dtype), grad_b.astype(b.dtype)
+
+
+_mixed_einsum.defvjp(_mixed_einsum_fwd, _mixed_einsum_bwd)
+
+
 def _init(axes: Sequence[str | None], stddev: float):
   return nn.with_logical_partitioning(nn.initializers.normal(stddev), tuple(axes))
 
@@ -64,15 +107,10 @@ class Projection(nn.Module):
                         jnp.float32)
     bias = self.param("bias", nn.with_logical_partitioning(
         nn.initializers.zeros, self.axes[self.contract:]), tuple(self.shape), jnp.float32)
-    dt = cfg.compute_dtype
-    letters = "abcdefgh"
-    batch = letters[:x.ndim - self.contract]
+    batch = "abcdefgh"[:x.ndim - self.contract]
     contracted = "wxyz"[:self.contract]
     out = "pqrs"[:len(self.shape)]
-    eq = f"{batch}{contracted},{contracted}{out}->{batch}{out}"
-    preferred = jnp.float32 if cfg.accumulate_fp32 else None
-    y = jnp.einsum(eq, x.astype(dt), kernel.astype(dt), preferred_element_type=preferred)
-    return y.astype(jnp.float32) + bias
+    return einsum(cfg, f"{batch}{contracted},{contracted}{out}->{batch}{out}", x, kernel) + bias
 
 
 class LayerNorm(nn.Module):
@@ -95,13 +133,10 @@ class SelfAttention(nn.Module):
     q = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="query")(x)
     k = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="key")(x)
     v = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="value")(x)
-    dt = cfg.compute_dtype
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q.astype(dt), k.astype(dt),
-                        preferred_element_type=jnp.float32) / jnp.sqrt(head_dim)
+    logits = einsum(cfg, "bqhd,bkhd->bhqk", q, k) / jnp.sqrt(head_dim)
     weights = jax.nn.softmax(logits + attention_bias, axis=-1)
     weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=deterministic)
-    ctx = jnp.einsum("bhqk,bkhd->bqhd", weights.astype(dt), v.astype(dt),
-                     preferred_element_type=jnp.float32)
+    ctx = einsum(cfg, "bhqk,bkhd->bqhd", weights, v)
     return Projection(cfg, (cfg.hidden_size,), ("heads", "kv", "embed"), contract=2,
                       name="out")(ctx)
 
