@@ -193,14 +193,17 @@ def test_bf16_dots_accumulate_in_fp32_forward_and_backward():
   from realm_bench.networks import bert  # pylint: disable=g-import-not-at-top
   cfg32 = BertConfig(vocab_size=50, hidden_size=16, num_heads=2)
   cfg16 = BertConfig(vocab_size=50, hidden_size=16, num_heads=2, dtype="bfloat16")
-  a = RNG.normal(size=(3, 4, 8)).astype(np.float32)
-  b = RNG.normal(size=(8, 5)).astype(np.float32)
-  loss = lambda cfg: lambda a, b: jnp.sum(jnp.sin(bert.einsum(cfg, "xyw,wp->xyp", a, b)))
+  rng = np.random.default_rng(7)
+  a = rng.normal(size=(3, 4, 8)).astype(np.float32)
+  b = rng.normal(size=(8, 5)).astype(np.float32)
+  c = rng.normal(size=(3, 4, 5)).astype(np.float32)
+  loss = lambda cfg: lambda a, b: jnp.sum(c * bert.einsum(cfg, "xyw,wp->xyp", a, b))
   g32 = jax.grad(loss(cfg32), argnums=(0, 1))(a, b)
   g16 = jax.grad(loss(cfg16), argnums=(0, 1))(a, b)
   for x, y in zip(g16, g32):
     assert x.dtype == jnp.float32
-    np.testing.assert_allclose(x, y, rtol=0.05, atol=0.05)
+    # bf16 keeps 8 bits of mantissa: about 0.4% per operand, sums of a dozen terms.
+    np.testing.assert_allclose(x, y, rtol=0.03, atol=0.03 * float(np.abs(y).max()))
   def dots(jaxpr):
     yield from (e for e in jaxpr.eqns if e.primitive.name == "dot_general")
     for sub in jax.extend.core.subjaxprs(jaxpr):

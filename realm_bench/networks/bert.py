@@ -47,18 +47,22 @@ class BertConfig:
     return jnp.dtype(self.dtype)
 
 
-def einsum(config: BertConfig, eq: str, a, b):
+def einsum(config: BertConfig, eq: str, a, b, *, bf16_backward: bool = True):
   """A two-operand einsum in the config's precision; results (and gradients) in float32.
 
-  float32: a plain einsum. bfloat16 with accumulate_fp32: bf16 x bf16 -> f32 in the forward
-  *and* the backward pass (JAX's own backward rule would pair the f32 cotangent with a bf16
-  operand and fall back to f32 dots). bfloat16 without it: plain bf16-output dots.
+  float32: a plain einsum. bfloat16 with accumulate_fp32: bf16 x bf16 -> f32, and with
+  `bf16_backward` in the backward pass too (JAX's own rule pairs the f32 cotangent with a bf16
+  operand, so XLA falls back to f32 dots). bfloat16 without accumulate_fp32: plain bf16-output
+  dots. The attention einsums pass bf16_backward=False: XLA:CPU has no bf16 x bf16 -> f32 kernel
+  for one of their gradient layouts ("bqhd,bhqk->bkhd"), and they are a few percent of the FLOPs.
   """
   dtype = config.compute_dtype
   if dtype == jnp.float32:
     return jnp.einsum(eq, a, b)
   if not config.accumulate_fp32:
     return jnp.einsum(eq, a.astype(dtype), b.astype(dtype)).astype(jnp.float32)
+  if not bf16_backward:
+    return jnp.einsum(eq, a.astype(dtype), b.astype(dtype), preferred_element_type=jnp.float32)
   return _mixed_einsum(eq, dtype.name, a, b)
 
 
@@ -133,10 +137,10 @@ class SelfAttention(nn.Module):
     q = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="query")(x)
     k = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="key")(x)
     v = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="value")(x)
-    logits = einsum(cfg, "bqhd,bkhd->bhqk", q, k) / jnp.sqrt(head_dim)
+    logits = einsum(cfg, "bqhd,bkhd->bhqk", q, k, bf16_backward=False) / jnp.sqrt(head_dim)
     weights = jax.nn.softmax(logits + attention_bias, axis=-1)
     weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=deterministic)
-    ctx = einsum(cfg, "bhqk,bkhd->bqhd", weights, v)
+    ctx = einsum(cfg, "bhqk,bkhd->bqhd", weights, v, bf16_backward=False)
     return Projection(cfg, (cfg.hidden_size,), ("heads", "kv", "embed"), contract=2,
                       name="out")(ctx)
 
