@@ -14,6 +14,7 @@ per epoch, so a resumed run replays exactly the batches an uninterrupted one wou
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import re
 from pathlib import Path
@@ -99,17 +100,20 @@ def example_stream(examples: Sequence[Any], *, batch_size: int, seed: int):
 # Pipelines.
 # ------------------------------------------------------------------------------------------
 
-class Pipeline:
+class Pipeline(abc.ABC):
   """What the training loop needs from a model's inputs."""
 
+  @abc.abstractmethod
   def setup(self, *, model, run_dir: Path, warm_start_params=None) -> None:
-    del model, run_dir, warm_start_params
+    """Reads the tasks and builds what `prepare` needs (corpus, index, featurisers)."""
 
+  @abc.abstractmethod
   def stream(self, *, batch_size: int, seed: int) -> DeterministicIterator:
-    raise NotImplementedError
+    """Raw example batches, resumable at a position."""
 
+  @abc.abstractmethod
   def prepare(self, step: int, params, raw: list[dict]) -> dict:
-    raise NotImplementedError
+    """The model batch for `step`: retrieval with `params` happens here."""
 
   def shape_batch(self, raw: list[dict]) -> dict:
     """A batch of the right shapes without parameters, for initialising the model."""

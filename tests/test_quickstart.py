@@ -1,0 +1,27 @@
+"""The quickstart end to end with tiny stage sizes (slow: `make test-slow`)."""
+from __future__ import annotations
+
+import pytest
+
+from realm_bench import cli
+from realm_bench.reporting.records import read_record
+
+
+@pytest.mark.slow
+def test_quickstart_writes_records_and_tables(tmp_path, capsys):
+  small = [f"--gin.QuickstartConfig.{k}={v}" for k, v in dict(
+      ict_steps=20, pretrain_steps=10, refresh_every=5, finetune_steps=10).items()]
+  assert cli.main(["quickstart", "--out", str(tmp_path), "--gin_file", "runs/quickstart.gin",
+                   "--gin.QuickstartConfig.world_gin='world/tiny.gin'", *small]) == 0
+  runs = tmp_path / "runs"
+  realm = read_record(runs / "realm_eval_test" / "record.json")
+  closed = read_record(runs / "closed_book_eval_test" / "record.json")
+  recall = read_record(runs / "realm_recall_dev" / "record.json")
+  assert realm.experiment == "realm" and closed.metrics == {"exact_match": 0.0}
+  assert recall.stats["num_refreshes"] == 2 and "recall@5" in recall.metrics
+  assert (tmp_path / "tables" / "table1.md").exists()
+  assert "Synthetic scale" in capsys.readouterr().out
+  # Rerunning skips every finished stage.
+  assert cli.main(["quickstart", "--out", str(tmp_path), "--gin_file", "runs/quickstart.gin",
+                   "--gin.QuickstartConfig.world_gin='world/tiny.gin'", *small]) == 0
+  assert "done already" in capsys.readouterr().out
