@@ -23,10 +23,8 @@ from realm_bench.reporting.records import RunRecord, git_commit, hardware_info, 
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex
 from realm_bench.tasks import metrics as qa_metrics
+from realm_bench.tasks.data import SPLIT_FILES
 from realm_bench.train import SUMMARY
-
-SPLIT_FILE = {"train": "train", "validation": "dev", "test": "test"}
-
 
 def _now() -> str:
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -44,35 +42,33 @@ def lineage(run_dir) -> list[dict]:
   return out
 
 
-def _lineage_stats(chain: list[dict]) -> tuple[dict, list[dict], int]:
-  """Numbers a table may need from the training runs: steps and index staleness."""
-  stats, manifests = {}, []
+def _lineage_stats(chain: list[dict]) -> tuple[dict, dict, list[dict], int]:
+  """What a table needs from the training runs: (stats, params, index manifests, steps)."""
+  stats, params, manifests = {}, {}, []
   for summary in chain:
     pipe = summary.get("pipeline") or {}
     for key in ("staleness_mean", "staleness_max", "num_refreshes", "refresh_seconds_mean"):
       if key in pipe:
         stats[key] = pipe[key]
+    if "refresh_every_steps" in pipe:   # the sweep's row key
+      params["refresh_every_steps"] = pipe["refresh_every_steps"]
     manifests += pipe.get("index_manifests", [])
     if pipe.get("index"):
       manifests.append(pipe["index"])
-  return stats, manifests, sum(s.get("steps", 0) for s in chain)
+  return stats, params, manifests, sum(s.get("steps", 0) for s in chain)
 
 
 def _record(*, run_dir, experiment, task, dataset, split, scale, cells, metrics, num_examples,
             chain, params, extra_stats=None, recall_matcher=None, started,
             index_manifest=None):
-  stats, manifests, steps = _lineage_stats(chain)
+  stats, lineage_params, manifests, steps = _lineage_stats(chain)
   if index_manifest is not None:
     manifests.append(dict(index_manifest))
   stats.update(extra_stats or {})
-  refresh = next((c["pipeline"]["refresh_every_steps"] for c in chain
-                  if "refresh_every_steps" in (c.get("pipeline") or {})), None)
-  params = dict(params or {})
-  if refresh is not None:
-    params.setdefault("refresh_every_steps", refresh)
+  params = {**lineage_params, **(params or {})}
   record = RunRecord(
       run_id=Path(run_dir).name, experiment=experiment, cells=list(cells), task=task,
-      dataset=dataset, split=SPLIT_FILE.get(split, split), scale=scale, metrics=metrics,
+      dataset=dataset, split=SPLIT_FILES.get(split, split), scale=scale, metrics=metrics,
       num_examples=num_examples, gin_config=gin.config_str(), git_commit=git_commit(),
       hardware=hardware_info(), start_time=started, end_time=_now(), steps=steps,
       index_manifests=manifests, params=params, stats=stats, recall_matcher=recall_matcher)
@@ -132,12 +128,12 @@ def evaluate_retrieval(*, model, checkpoint_from: str, run_dir: str, experiment:
   examples = task_examples(qa_task, split)
   query_ids = features.pad_rows([e["inputs"] for e in examples], query_len())
   _, retrieved = index.search(towers.embed_queries(params_tree, query_ids), k)
-  text = lambda x: x.decode("utf-8") if isinstance(x, bytes) else str(x)
-  answers = [[text(a) for a in e["answers"]] for e in examples]
+  answers = [[qa_metrics.to_text(a) for a in e["answers"]] for e in examples]
   blocks = [[corpus.bodies[corpus.row_of[int(b)]] for b in row] for row in retrieved]
   recall = qa_metrics.recall_at_k(blocks, answers, k=k, matcher=matcher)
   atomic_write_jsonl(run_dir / f"retrieved_{split}.jsonl",
-                     [{"question": text(e["question"]), "retrieved": [int(b) for b in row]}
+                     [{"question": qa_metrics.to_text(e["question"]),
+                       "retrieved": [int(b) for b in row]}
                       for e, row in zip(examples, retrieved)])
   metrics = {f"recall@{k}": 100.0 * recall}
   _record(run_dir=run_dir, experiment=experiment, task=qa_task, dataset=dataset, split=split,

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from realm_bench.tasks.metrics import REGEX_FLAGS
+from realm_bench.tasks.metrics import REGEX_FLAGS, to_text
 
 
 @dataclasses.dataclass
@@ -205,7 +205,7 @@ def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings
     batch["gold_spans"] = np.zeros((b, num_read, reader_len, max_span_len), np.float32)
   for i, e in enumerate(examples):
     q = np.asarray(e["inputs"])[:query_len]
-    answers = [a.decode() if isinstance(a, bytes) else a for a in e.get("answers", [])]
+    answers = [to_text(a) for a in e.get("answers", [])]
     for j in range(n):
       if not valid[i, j]:
         continue

@@ -13,10 +13,7 @@ from realm_bench import checkpoints, features
 from realm_bench.inputs import OpenQAPipeline
 from realm_bench.io_utils import atomic_write_jsonl
 from realm_bench.models import OpenQAModel
-
-
-def _text(x) -> str:
-  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+from realm_bench.tasks.metrics import to_text
 
 
 def load_finetuned(*, model: OpenQAModel, pipeline: OpenQAPipeline, checkpoint_from: str):
@@ -46,8 +43,8 @@ def predict_answers(*, model: OpenQAModel, pipeline: OpenQAPipeline, params, exa
         offset = batch["body_start"][i, read]   # spans index the reader input; cut the body
         prediction = features.answer_text(pipeline.corpus, retrieved[i, read],
                                           out["start"][i] - offset, out["end"][i] - offset)
-      rows.append({"question": _text(chunk[i]["question"]), "prediction": prediction,
-                   "answers": [_text(a) for a in chunk[i]["answers"]],
+      rows.append({"question": to_text(chunk[i]["question"]), "prediction": prediction,
+                   "answers": [to_text(a) for a in chunk[i]["answers"]],
                    "retrieved": [int(b) for b in retrieved[i] if b >= 0]})
   return rows
 

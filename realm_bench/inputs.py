@@ -46,12 +46,12 @@ def task_examples(task_name: str, split: str) -> list[dict]:
 
 def load_corpus(task_name: str) -> features.Corpus:
   from realm_bench.tasks.data import SequenceLengths  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks.metrics import to_text  # pylint: disable=g-import-not-at-top
   blocks = task_examples(task_name, "train")
-  text = lambda x: x.decode("utf-8") if isinstance(x, bytes) else str(x)
   return features.Corpus(
       ids=np.array([b["id"] for b in blocks], np.int64),
-      titles=[text(b["title"]) for b in blocks],
-      bodies=[text(b["body"]) for b in blocks],
+      titles=[to_text(b["title"]) for b in blocks],
+      bodies=[to_text(b["body"]) for b in blocks],
       doc_inputs=features.pad_rows([b["inputs"] for b in blocks], SequenceLengths().block),
       title_ids=[np.asarray(b["title_ids"], np.int32) for b in blocks],
       body_ids=[np.asarray(b["body_ids"], np.int32) for b in blocks],

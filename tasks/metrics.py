@@ -130,11 +130,12 @@ def regex_match_metric(targets: Sequence[Sequence[str]],
   return {"exact_match": score(predictions, targets, regex=True).exact_match_percent}
 
 
-def _to_text(value: Any) -> str:
+def to_text(value: Any) -> str:
+  """A seqio/numpy string feature (bytes, numpy scalar or str) as text."""
   if isinstance(value, bytes):
     return value.decode("utf-8")
   if hasattr(value, "item") and not isinstance(value, str):  # a numpy scalar
-    return _to_text(value.item())
+    return to_text(value.item())
   return str(value)
 
 
@@ -146,15 +147,15 @@ def qa_postprocess(output_or_target: Any, example: dict | None = None,
   so targets are taken from the example's `answers` feature when it is there.
   """
   if not is_target:
-    return _to_text(output_or_target)
+    return to_text(output_or_target)
   if example is not None and ANSWERS_FEATURE in example:
     answers = example[ANSWERS_FEATURE]
     if hasattr(answers, "tolist"):
       answers = answers.tolist()
     if isinstance(answers, (str, bytes)):
       answers = [answers]
-    return [_to_text(a) for a in answers]
-  return [_to_text(output_or_target)]
+    return [to_text(a) for a in answers]
+  return [to_text(output_or_target)]
 
 
 # Recall@k.

@@ -113,6 +113,17 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   assert summary["missing_predictions"] == 0
 
 
+def test_records_carry_the_refresh_interval_and_staleness_of_their_lineage(world, realm):
+  gin_utils.parse_gin(["runs/evaluate_retrieval.gin", *OVERLAYS], _bindings(
+      world, "realm_recall", CHECKPOINT_FROM=str(realm[0]), EXPERIMENT="staleness",
+      DATASET="nq"))
+  gin.get_configurable(eval_lib.evaluate_retrieval)()
+  record = read_record(world / "realm_recall" / "record.json")
+  assert record.params == {"refresh_every_steps": 2}
+  assert record.stats["staleness_mean"] == 0.5 and record.stats["num_refreshes"] == 3
+  assert record.steps == 3 + 6   # ICT then pre-training
+
+
 def test_zero_shot_recall_record(world, ict):
   gin_utils.parse_gin(["runs/evaluate_retrieval.gin", *OVERLAYS], _bindings(
       world, "recall", CHECKPOINT_FROM=str(ict), EXPERIMENT="orqa", DATASET="nq"))
