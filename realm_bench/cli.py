@@ -73,6 +73,14 @@ def _entry(p):
   _gin_args(p)
 
 
+def _sweep(p):
+  p.add_argument("--out", default="results/runs/staleness",
+                 help="folder for the world, vocabulary and runs (default: %(default)s)")
+  p.add_argument("--values", help="comma-separated refresh intervals in steps, e.g. 1,3,10,30 "
+                                  "(default: SweepConfig.values of the gin files)")
+  _gin_args(p)
+
+
 def _quickstart(p):
   p.add_argument("--out", default="results/runs/quickstart",
                  help="folder for the world, vocabulary and runs (default: %(default)s)")
@@ -83,6 +91,8 @@ def _quickstart(p):
 COMMANDS: dict[str, tuple[str, Callable, str]] = {
     "quickstart": ("the whole pipeline on the synthetic world", _quickstart,
                    "realm_bench.quickstart:cli_main"),
+    "sweep": ("the index-staleness sweep: one pre-training + fine-tuning per refresh interval",
+              _sweep, "realm_bench.sweep:cli_main"),
     "train": ("train a model (ICT, REALM pre-training or Open-QA fine-tuning) from gin files",
               _entry, "realm_bench.entry:train"),
     "evaluate": ("exact match of a fine-tuned Open-QA run; writes a run record", _entry,

@@ -105,20 +105,17 @@ class _Stages:
     return metrics
 
 
-def run(*, out_dir, config: QuickstartConfig) -> list[Path]:
-  """Runs every stage; returns the table files written."""
-  from realm_bench.reporting.tables import render_tables  # pylint: disable=g-import-not-at-top
+def start(out_dir, config: QuickstartConfig) -> tuple[_Stages, Path]:
+  """The stages every experiment shares: world, vocabulary and the ICT warm start."""
   from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
-  start = time.perf_counter()
   out = Path(out_dir).resolve()
   # Stages with the same shapes (the fine-tunings, the evaluations) reuse compiled programs.
   jax.config.update("jax_compilation_cache_dir", str(out / "jax_cache"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
   s = _Stages(out, config)
   c = config
-
   if not (s.world / "manifest.json").exists():
     _say(f"generating the synthetic world ({c.world_gin})")
     gin_utils.parse_gin([c.world_gin], [])
@@ -127,39 +124,54 @@ def run(*, out_dir, config: QuickstartConfig) -> list[Path]:
     _say("learning a WordPiece vocabulary from the world")
     vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_world(s.world), size=c.vocab_size,
                                out=s.vocab)
-
   ict = s.train("ict", "runs/ict.gin", [
       f"NUM_STEPS = {c.ict_steps}", f"BATCH_SIZE = {c.ict_batch}",
       f"LEARNING_RATE = {c.ict_lr}", f"WARMUP_STEPS = {c.ict_steps // 10}"])
-  finetune = [f"NUM_STEPS = {c.finetune_steps}", f"BATCH_SIZE = {c.finetune_batch}",
-              f"LEARNING_RATE = {c.finetune_lr}", f"WARMUP_STEPS = {c.finetune_steps // 10}",
-              f"NUM_RETRIEVED = {c.num_retrieved}", f"NUM_READ = {c.num_read}"]
+  return s, ict
+
+
+def pretrain_bindings(c: QuickstartConfig, warm_start: Path) -> list[str]:
+  return [f"WARM_START = '{warm_start}'", f"NUM_STEPS = {c.pretrain_steps}",
+          f"BATCH_SIZE = {c.pretrain_batch}", f"LEARNING_RATE = {c.pretrain_lr}",
+          f"WARMUP_STEPS = {c.pretrain_steps // 10}", f"REFRESH_EVERY = {c.refresh_every}",
+          f"NUM_CANDIDATES = {c.num_candidates}"]
+
+
+def finetune_bindings(c: QuickstartConfig, warm_start: Path) -> list[str]:
+  return [f"WARM_START = '{warm_start}'", f"NUM_STEPS = {c.finetune_steps}",
+          f"BATCH_SIZE = {c.finetune_batch}", f"LEARNING_RATE = {c.finetune_lr}",
+          f"WARMUP_STEPS = {c.finetune_steps // 10}", f"NUM_RETRIEVED = {c.num_retrieved}",
+          f"NUM_READ = {c.num_read}"]
+
+
+def run(*, out_dir, config: QuickstartConfig) -> list[Path]:
+  """Runs every stage; returns the table files written."""
+  from realm_bench.reporting.tables import render_tables  # pylint: disable=g-import-not-at-top
+  clock = time.perf_counter()
+  s, ict = start(out_dir, config)
+  c = config
 
   if "realm" in c.experiments:
-    realm = s.train("realm_pretrain", "runs/pretrain.gin", [
-        f"WARM_START = '{ict}'", f"NUM_STEPS = {c.pretrain_steps}",
-        f"BATCH_SIZE = {c.pretrain_batch}", f"LEARNING_RATE = {c.pretrain_lr}",
-        f"WARMUP_STEPS = {c.pretrain_steps // 10}", f"REFRESH_EVERY = {c.refresh_every}",
-        f"NUM_CANDIDATES = {c.num_candidates}"])
+    realm = s.train("realm_pretrain", "runs/pretrain.gin", pretrain_bindings(c, ict))
     s.recall("realm_recall_dev", "realm", realm)
-    tuned = s.train("realm_finetune", "runs/finetune.gin", [f"WARM_START = '{realm}'"] + finetune)
+    tuned = s.train("realm_finetune", "runs/finetune.gin", finetune_bindings(c, realm))
     s.evaluate("realm_eval_test", "realm", tuned, "test")
     s.evaluate("realm_eval_dev", "realm", tuned, "validation")
   if "closed_book" in c.experiments:
     warm = s.runs / "realm_pretrain" if "realm" in c.experiments else ict
     tuned = s.train("closed_book_finetune", "runs/finetune.gin",
-                    [f"WARM_START = '{warm}'", "RETRIEVE = False"] + finetune)
+                    finetune_bindings(c, warm) + ["RETRIEVE = False"])
     s.evaluate("closed_book_eval_test", "closed_book", tuned, "test", ["RETRIEVE = False"])
   if "orqa" in c.experiments:
     s.recall("orqa_recall_dev", "orqa", ict)
-    tuned = s.train("orqa_finetune", "runs/finetune.gin", [f"WARM_START = '{ict}'"] + finetune)
+    tuned = s.train("orqa_finetune", "runs/finetune.gin", finetune_bindings(c, ict))
     s.evaluate("orqa_eval_test", "orqa", tuned, "test")
     s.evaluate("orqa_eval_dev", "orqa", tuned, "validation")
 
   _say("tables (synthetic-scale sections are ours only; the paper's numbers are on real data)")
-  files = render_tables(runs_dir=s.runs, formats=["md"], out_dir=out / "tables",
+  files = render_tables(runs_dir=s.runs, formats=["md"], out_dir=s.out / "tables",
                         command=f"realm-bench quickstart --out {out_dir}", echo=True)
-  _say(f"finished in {time.perf_counter() - start:.0f} s; runs in {s.runs}")
+  _say(f"finished in {time.perf_counter() - clock:.0f} s; runs in {s.runs}")
   return files
 
 

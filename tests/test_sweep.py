@@ -1,0 +1,44 @@
+"""The staleness sweep: argument checking, and end to end at tiny sizes (slow)."""
+from __future__ import annotations
+
+import pytest
+
+from realm_bench import cli, sweep
+from realm_bench.errors import InputError
+from realm_bench.reporting.records import read_record
+
+
+def test_parse_values():
+  assert sweep.parse_values("1, 3,10,30") == (1, 3, 10, 30)
+  for bad in ("", "1,x", "0,5"):
+    with pytest.raises(InputError, match="--values"):
+      sweep.parse_values(bad)
+
+
+def test_bad_values_exit_nonzero(tmp_path, capsys):
+  assert cli.main(["sweep", "--out", str(tmp_path), "--values=3,fast"]) == 2
+  assert "--values" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sweep_records_one_point_per_value(tmp_path, capsys):
+  small = [f"--gin.QuickstartConfig.{k}={v}" for k, v in dict(
+      ict_steps=20, pretrain_steps=8, finetune_steps=6,
+      world_gin="'world/tiny.gin'").items()]
+  argv = ["sweep", "--out", str(tmp_path), "--gin_file", "experiments/staleness.gin",
+          "--values=2,8", *small]
+  assert cli.main(argv) == 0
+  runs = tmp_path / "runs"
+  for value, refreshes in ((2, 4), (8, 1)):
+    recall = read_record(runs / f"staleness_refresh_{value:04d}_recall_dev" / "record.json")
+    em = read_record(runs / f"staleness_refresh_{value:04d}_eval_dev" / "record.json")
+    for record in (recall, em):
+      assert record.experiment == "staleness" and record.split == "dev"
+      assert record.params["refresh_every_steps"] == value
+      assert record.stats["num_refreshes"] == refreshes
+    assert record.stats["staleness_max"] == value - 1
+  table = (tmp_path / "tables" / "staleness.md").read_text()
+  assert "Sweep at synthetic scale" in table and (tmp_path / "tables" / "staleness.png").exists()
+  capsys.readouterr()
+  assert cli.main(argv) == 0   # a rerun skips every finished stage
+  assert "done already" in capsys.readouterr().out
