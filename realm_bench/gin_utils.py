@@ -44,7 +44,7 @@ def split_gin_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def resolve_gin_file(name: str) -> str:
   for candidate in (Path(name), gin_dir() / name):
     if candidate.is_file():
-      return str(candidate)
+      return str(candidate.resolve())  # absolute: gin tries its search path first
   raise InputError(f"gin file not found (looked in the working directory and {gin_dir()})",
                    path=name)
 
