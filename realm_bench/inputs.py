@@ -24,8 +24,9 @@ import gin
 import numpy as np
 
 from realm_bench import features
+from realm_bench.retrieval.builder import AsyncRefresher
 from realm_bench.retrieval.embed import Towers
-from realm_bench.retrieval.index import ExactIndex, MipsIndex
+from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
 from realm_bench.retrieval.refresh import RefreshConfig, SyncRefresher
 from realm_bench.trainer import HOST_METRICS_KEY, DeterministicIterator
 
@@ -128,6 +129,9 @@ class Pipeline(abc.ABC):
   def summary(self) -> dict:
     return {}
 
+  def close(self) -> None:
+    """Releases what `setup` started (the asynchronous index builder)."""
+
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -198,12 +202,19 @@ class RealmPipeline(Pipeline):
     self.specials = specials()
     self.query_len = query_len()
     self.towers = Towers(model)
-    self.refresher = SyncRefresher(
-        doc_inputs=self.corpus.doc_inputs, doc_ids=self.corpus.ids,
-        embed_docs=lambda p, ids: self.towers.embed_docs(
-            p, ids, batch_size=self.refresh.embed_batch_size),
-        index_root=Path(run_dir) / "index", config=self.refresh,
-        index_factory=self.index_factory)
+    if self.refresh.mode == "async":
+      self.refresher = AsyncRefresher(
+          run_dir=run_dir, config=self.refresh, model=model, doc_ids=self.corpus.ids,
+          doc_inputs=self.corpus.doc_inputs, index_prototype=self.index_factory(),
+          config_text=gin.config_str())
+      self.refresher.start()
+    else:
+      self.refresher = SyncRefresher(
+          doc_inputs=self.corpus.doc_inputs, doc_ids=self.corpus.ids,
+          embed_docs=lambda p, ids: self.towers.embed_docs(
+              p, ids, batch_size=self.refresh.embed_batch_size),
+          index_root=Path(run_dir) / "index", config=self.refresh,
+          index_factory=self.index_factory)
     self.staleness = {"count": 0, "sum": 0, "max": 0}
 
   def stream(self, *, batch_size, seed):
@@ -244,12 +255,15 @@ class RealmPipeline(Pipeline):
 
   def summary(self):
     s = self.staleness
-    return {"num_refreshes": len(self.refresher.durations),
-            "refresh_seconds_mean": float(np.mean(self.refresher.durations or [0.0])),
+    return {**self.refresher.stats(),
             "staleness_mean": s["sum"] / max(s["count"], 1),
             "staleness_max": s["max"],
             "refresh_every_steps": self.refresh.refresh_every_steps,
             "index_manifests": [dict(self.refresher.index.manifest)]}
+
+  def close(self):
+    if getattr(self, "refresher", None) is not None:
+      self.refresher.close()
 
 
 @gin.configurable
@@ -266,6 +280,7 @@ class OpenQAPipeline(Pipeline):
   max_span_len: int = 10
   regex_answers: bool = False   # CuratedTREC: answers are regular expressions
   retrieve: bool = True
+  index_factory: Callable[[], MipsIndex] = ExactIndex
 
   def setup(self, *, model, run_dir, warm_start_params=None):
     self.corpus = load_corpus(self.corpus_task)
@@ -282,11 +297,11 @@ class OpenQAPipeline(Pipeline):
     if not self.retrieve:
       return None
     if (self.index_path / "manifest.json").exists():
-      return ExactIndex.load(self.index_path)
+      return load_index(self.index_path)
     if params is None:
       raise ValueError("OpenQAPipeline needs warm-start parameters to build its index")
     embeddings = self.towers.embed_docs(params, self.corpus.doc_inputs)
-    index = ExactIndex()
+    index = self.index_factory()
     index.build(embeddings, self.corpus.ids, manifest={"embedder_step": "warm_start"})
     index.save(self.index_path)
     return index

@@ -54,35 +54,38 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   if warm_start_from:
     warm_params = checkpoints.load_params(Path(warm_start_from) / "checkpoints")
   pipeline.setup(model=model, run_dir=run_dir, warm_start_params=warm_params)
-  batches = pipeline.stream(batch_size=batch_size, seed=seed)
-  optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
-                                   total_steps=num_steps, weight_decay=weight_decay)
-  trainer = Trainer(model, optimizer, partitioner, dropout_seed=seed)
-  manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
-  rng = jax.random.PRNGKey(seed)
-  state, start_step, extra = restore_or_initialize(
-      trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
-      init_batch=pipeline.shape_batch(batches.peek()))
-  if start_step == 0 and warm_params is not None:
-    fresh = jax.device_get(state.params)
-    started_params = models.warm_start(fresh, warm_params, warm_start_keys)
-    state = state.replace(params=jax.tree.map(
-        lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
-  if start_step > 0:
-    pipeline.restore(extra.get(EXTRA_HOOKS, {}), state.params, start_step)
+  try:   # the pipeline may have started an index builder: stop it however this ends
+    batches = pipeline.stream(batch_size=batch_size, seed=seed)
+    optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
+                                     total_steps=num_steps, weight_decay=weight_decay)
+    trainer = Trainer(model, optimizer, partitioner, dropout_seed=seed)
+    manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
+    rng = jax.random.PRNGKey(seed)
+    state, start_step, extra = restore_or_initialize(
+        trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
+        init_batch=pipeline.shape_batch(batches.peek()))
+    if start_step == 0 and warm_params is not None:
+      fresh = jax.device_get(state.params)
+      started_params = models.warm_start(fresh, warm_params, warm_start_keys)
+      state = state.replace(params=jax.tree.map(
+          lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
+    if start_step > 0:
+      pipeline.restore(extra.get(EXTRA_HOOKS, {}), state.params, start_step)
 
-  writer = MetricsWriter(run_dir)
-  try:
-    result = train_loop(
-        trainer=trainer, state=state, batches=batches, start_step=start_step,
-        num_steps=num_steps, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
-        log_every=log_every, metrics_writer=writer,
-        before_step=lambda step, st, raw: pipeline.prepare(step, st.params, raw),
-        after_step=(None if stop_at_step is None else lambda step, *_: step >= stop_at_step),
-        data_state_fn=pipeline.checkpoint_extra, progress=progress)
+    writer = MetricsWriter(run_dir)
+    try:
+      result = train_loop(
+          trainer=trainer, state=state, batches=batches, start_step=start_step,
+          num_steps=num_steps, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
+          log_every=log_every, metrics_writer=writer,
+          before_step=lambda step, st, raw: pipeline.prepare(step, st.params, raw),
+          after_step=(None if stop_at_step is None else lambda step, *_: step >= stop_at_step),
+          data_state_fn=pipeline.checkpoint_extra, progress=progress)
+    finally:
+      writer.close()
+      manager.close()
   finally:
-    writer.close()
-    manager.close()
+    pipeline.close()
 
   summary = {
       "run_dir": str(run_dir), "steps": result.step, "resumed_from_step": start_step,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gin
 import jax
+import numpy as np
 import pytest
 
 from realm_bench import cli, gin_utils
@@ -131,3 +132,65 @@ def test_zero_shot_recall_record(world, ict):
   record = read_record(world / "recall" / "record.json")
   assert set(metrics) == {"recall@5"} and record.recall_matcher == "string"
   assert record.split == "dev"
+
+
+def _async_pipeline(world, run):
+  """A REALM pipeline whose index comes from a builder process, driven step by step."""
+  from realm_bench import checkpoints, inputs  # pylint: disable=g-import-not-at-top
+  gin_utils.parse_gin(["runs/pretrain.gin", *OVERLAYS], _bindings(
+      world, run, WARM_START=None, REFRESH_EVERY=2, REFRESH_MODE="async") +
+      ["refresh.RefreshConfig.poll_seconds = 0.05"])
+  model = gin.query_parameter("train_lib.train.model").scoped_configurable_fn()
+  pipeline = gin.get_configurable(inputs.RealmPipeline)()
+  pipeline.setup(model=model, run_dir=world / run)
+  params = {"retriever": checkpoints.load_params(world / "ict" / "checkpoints")["retriever"]}
+  return pipeline, params
+
+
+def test_async_builder_serves_indexes_and_survives_being_killed(world, ict):
+  import os, signal, time  # pylint: disable=g-import-not-at-top,multiple-imports
+  pipeline, params = _async_pipeline(world, "async")
+  refresher = pipeline.refresher
+  raw = next(iter(pipeline.stream(batch_size=2, seed=0)))
+  try:
+    batch = pipeline.prepare(0, params, raw)   # waits for the first index only
+    assert batch["__metrics__"] == {"staleness": 0, "index_embedder_step": 0}
+    assert refresher.wait_seconds > 0 and refresher.restarts == 0
+    first_builder = refresher.builder_pid
+    os.kill(first_builder, signal.SIGKILL)
+    # Training goes on with the last good index; the builder is restarted and catches up.
+    step, deadline = 1, time.monotonic() + 120
+    while refresher.embedder_step < 2 and time.monotonic() < deadline:
+      batch = pipeline.prepare(step, params, raw)
+      assert batch["__metrics__"]["staleness"] == step - refresher.embedder_step
+      step += 1
+      time.sleep(0.05)
+    assert refresher.restarts == 1 and refresher.builder_pid != first_builder
+    assert refresher.embedder_step >= 2 and step > 2
+    versions = sorted(p.name for p in (world / "async" / "index").glob("v*"))
+    # The trainer prunes when it swaps (keep = 2); the builder may have written newer ones since.
+    current = refresher.version_path.name
+    assert current in versions and len([v for v in versions if v <= current]) <= 2
+    stats = pipeline.summary()
+    assert stats["refresh_mode"] == "async" and stats["builder_restarts"] == 1
+    assert stats["num_refreshes"] >= 2
+  finally:
+    pipeline.close()
+  assert not refresher._process.is_alive()   # pylint: disable=protected-access
+
+
+def test_async_pretraining_runs_and_stops_its_builder(world, ict):
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  summary = _train(world, "runs/pretrain.gin", "async_run", NUM_STEPS=6, REFRESH_EVERY=2,
+                   REFRESH_MODE="async", WARM_START=str(ict))
+  assert not multiprocessing.active_children()
+  rows = _metrics(world / "async_run")
+  embedder_steps = [r["index_embedder_step"] for r in rows]
+  assert embedder_steps[0] == 0 and embedder_steps == sorted(embedder_steps)
+  assert all(r["staleness"] == r["step"] - 1 - r["index_embedder_step"] for r in rows)
+  pipe = summary["pipeline"]
+  assert pipe["refresh_mode"] == "async" and pipe["num_refreshes"] >= 1
+  assert pipe["staleness_max"] >= 1 and "refresh_overhead_seconds" in pipe
+  latest = (world / "async_run" / "index" / "LATEST").read_text().strip()
+  assert (world / "async_run" / "index" / latest / "manifest.json").exists()
+

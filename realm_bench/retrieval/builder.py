@@ -1,0 +1,375 @@
+"""The asynchronous index builder: a separate process that keeps the index fresh as REALM trains.
+
+The paper's system runs two jobs: the trainer, and an index builder that takes the newest
+retriever parameters, re-embeds the corpus and rebuilds the MIPS index, while the trainer keeps
+going on the previous index. Here:
+
+  trainer (AsyncRefresher)                       builder process (serve)
+  every refresh_every_steps: export the          watch checkpoints/embedder/ for a newer
+  document tower to checkpoints/embedder/   ->   export; embed the tokenised corpus (which the
+                                                 trainer wrote to index/corpus/ at start) in
+                                                 resumable shards;
+                                                 build the index; write index/vNNNNNNNN under a
+  between steps: is there a new LATEST?     <-   temporary name, rename, move LATEST.
+  a loader thread has read it; swap.
+
+The trainer never waits except for the very first index (and on resume, if the checkpoint's
+index version has been pruned). If the builder dies, training continues on the last good
+index and the builder is restarted (at most `max_builder_restarts` times); a builder whose
+trainer has gone (even killed with SIGKILL) notices that its parent changed and exits; the
+trainer removes old versions (keeping `keep`, the version in use and the one its newest
+checkpoint names) and exports older than the index in use.
+
+Which parameters an index was embedded with is its manifest's `embedder_step`; a step's
+staleness is `train_step - embedder_step`, as in the synchronous mode.
+"""
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import shutil
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import flax.serialization
+import numpy as np
+
+from realm_bench.io_utils import atomic_write_bytes
+from realm_bench.retrieval import corpus_embedding
+from realm_bench.retrieval.index import MipsIndex, load_index
+from realm_bench.retrieval.refresh import (RefreshConfig, latest_version, prune_versions,
+                                           version_name, write_version)
+
+EMBEDDER_DIR = Path("checkpoints") / "embedder"
+CORPUS_DIR = "corpus"
+
+
+# ------------------------------------------------------------------------------------------
+# Document-tower exports: what the trainer hands the builder.
+# ------------------------------------------------------------------------------------------
+
+def export_embedder(export_dir, step: int, retriever_params) -> Path:
+  """Writes the retriever's parameters as `step_NNNNNNNN.msgpack` (temporary name, renamed).
+
+  Only the retriever is exported: it is all the builder needs, a fraction of a full
+  checkpoint (no reader, no optimizer moments), and it is written at the refresh cadence,
+  independent of how often the run checkpoints for preemption.
+  """
+  path = Path(export_dir) / f"step_{step:08d}.msgpack"
+  atomic_write_bytes(path, flax.serialization.msgpack_serialize(
+      {"retriever": _to_numpy(retriever_params)}))
+  return path
+
+
+def _to_numpy(tree):
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def exports(export_dir) -> list[tuple[int, Path]]:
+  """(step, path) of every complete export, oldest first."""
+  out = []
+  for path in Path(export_dir).glob("step_*.msgpack"):
+    try:
+      out.append((int(path.stem.split("_")[1]), path))
+    except ValueError:
+      continue
+  return sorted(out)
+
+
+def load_export(path) -> dict[str, Any]:
+  return flax.serialization.msgpack_restore(Path(path).read_bytes())
+
+
+# ------------------------------------------------------------------------------------------
+# The builder process.
+# ------------------------------------------------------------------------------------------
+
+def write_corpus(index_root, ids: np.ndarray, inputs: np.ndarray) -> None:
+  """The tokenised corpus the builder embeds, as `.npy` files it memory-maps: re-running the
+  seqio pipeline (reading and tokenising every block) for each refresh would cost more than
+  the embedding itself at small scale."""
+  folder = Path(index_root) / CORPUS_DIR
+  folder.mkdir(parents=True, exist_ok=True)
+  for name, array in (("ids.npy", ids), ("inputs.npy", inputs)):
+    tmp = folder / f".{name}.tmp"
+    with open(tmp, "wb") as f:
+      np.save(f, np.asarray(array))
+    os.replace(tmp, folder / name)
+
+
+def _corpus_batches(index_root: Path, batch_size: int, skip: int, parent_pid: int):
+  folder = index_root / CORPUS_DIR
+  ids = np.load(folder / "ids.npy", mmap_mode="r")
+  inputs = np.load(folder / "inputs.npy", mmap_mode="r")
+  for start in range(skip, ids.shape[0], batch_size):
+    if os.getppid() != parent_pid:   # a paper-scale embedding takes hours: do not outlive
+      raise SystemExit("trainer has gone; builder exits mid-embedding")
+    yield (np.asarray(ids[start:start + batch_size]),
+           np.asarray(inputs[start:start + batch_size]))
+
+
+def serve(*, run_dir: str, config_text: str, model, index_prototype: MipsIndex,
+          embed_batch_size: int, poll_seconds: float, parent_pid: int) -> None:
+  """The builder's main loop (a spawned process): build an index from every newer export."""
+  run_dir = Path(run_dir)
+  index_root = run_dir / "index"
+  import gin  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  gin.parse_config(config_text)   # anything configurable the build calls is bound as in training
+  embed = jax.jit(model.embed_docs)
+  built = _newest_built_step(index_root)
+  _log(f"builder started (pid {os.getpid()}, trainer {parent_pid}); newest index step {built}")
+  while os.getppid() == parent_pid:
+    available = exports(run_dir / EMBEDDER_DIR)
+    if not available or available[-1][0] <= built:
+      time.sleep(poll_seconds)
+      continue
+    step, path = available[-1]
+    try:
+      params = load_export(path)
+    except (OSError, ValueError) as e:   # pruned by the trainer meanwhile: take the next one
+      _log(f"could not read {path.name}: {e}")
+      continue
+    clock = time.perf_counter()
+    work = index_root / f".work-{version_name(step)}"
+    _rmtree(work)
+    rows = corpus_embedding.embed_to_shards(
+        embed_fn=lambda x, p=params: embed(p, x),
+        make_batches=lambda skip: _corpus_batches(index_root, embed_batch_size, skip,
+                                                  parent_pid),
+        out_dir=work, fingerprint={"step": step}, batch_size=embed_batch_size,
+        shard_rows=embed_batch_size * 256)
+    embed_seconds = time.perf_counter() - clock
+    embeddings, ids = corpus_embedding.assemble(work, work / "all.npy")
+    index = copy.deepcopy(index_prototype)
+    index.build(embeddings, ids, manifest={"embedder_step": step, "builder": "async"})
+    index.manifest["embed_seconds"] = round(embed_seconds, 4)
+    index.manifest["blocks_per_second"] = round(rows / max(embed_seconds, 1e-9), 1)
+    index.manifest["build_seconds"] = round(time.perf_counter() - clock, 4)
+    path = write_version(index, index_root, step)
+    del embeddings, index
+    _rmtree(work)
+    built = step
+    _log(f"built {path.name}: {rows} blocks in {time.perf_counter() - clock:.2f} s")
+  _log("trainer has gone; builder exits")
+
+
+def _newest_built_step(index_root: Path) -> int:
+  path = latest_version(index_root)
+  return int(path.name[1:]) if path is not None else -1
+
+
+def _rmtree(path: Path) -> None:
+  shutil.rmtree(path, ignore_errors=True)
+
+
+def _log(message: str) -> None:
+  print(f"[builder {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _serve_guarded(**kwargs) -> None:
+  """The spawned process's target: output goes to index/builder.log, errors end the process
+  with a traceback there and a non-zero exit code the trainer sees."""
+  index_root = Path(kwargs["run_dir"]) / "index"
+  index_root.mkdir(parents=True, exist_ok=True)
+  log = open(index_root / "builder.log", "a", buffering=1, encoding="utf-8")  # pylint: disable=consider-using-with
+  os.dup2(log.fileno(), 1)
+  os.dup2(log.fileno(), 2)
+  sys.stdout = sys.stderr = log
+  try:
+    serve(**kwargs)
+  except BaseException:  # the trainer sees the exit code; the log keeps the reason
+    traceback.print_exc()
+    sys.stdout.flush()
+    raise
+
+
+# ------------------------------------------------------------------------------------------
+# The trainer's side.
+# ------------------------------------------------------------------------------------------
+
+class AsyncRefresher:
+  """SyncRefresher's interface over a supervised builder process.
+
+  `maybe_refresh(step, params)` runs between training steps: it exports the document tower
+  when a refresh is due, restarts a dead builder, and swaps in an index the loader thread has
+  already read from disk, so the step itself only pays for a pointer swap.
+  """
+
+  def __init__(self, *, run_dir, config: RefreshConfig, model, doc_ids: np.ndarray,
+               doc_inputs: np.ndarray, index_prototype: MipsIndex, config_text: str):
+    self.run_dir = Path(run_dir)
+    self.index_root = self.run_dir / "index"
+    self.export_dir = self.run_dir / EMBEDDER_DIR
+    self.config = config
+    self._spawn_kwargs = dict(
+        run_dir=str(self.run_dir), config_text=config_text, model=model,
+        index_prototype=index_prototype,
+        embed_batch_size=config.embed_batch_size, poll_seconds=config.poll_seconds,
+        parent_pid=os.getpid())
+    self._corpus = (doc_ids, doc_inputs)
+    self.index: MipsIndex | None = None
+    self.version_path: Path | None = None
+    self.protected: str | None = None
+    self.durations: list[float] = []         # build seconds of every index swapped in
+    self.wait_seconds = 0.0                   # the trainer blocked for an index
+    self.overhead_seconds = 0.0               # exports, supervision and swaps
+    self.restarts = 0
+    self.last_export: int | None = None
+    self._process = None
+    self._pending: tuple[MipsIndex, Path] | None = None
+    self._lock = threading.Lock()
+    self._stop = threading.Event()
+    self._loader = None
+
+  # -- lifecycle ------------------------------------------------------------------------
+  def start(self) -> None:
+    self.index_root.mkdir(parents=True, exist_ok=True)
+    self.export_dir.mkdir(parents=True, exist_ok=True)
+    for leftover in self.index_root.glob(".*"):   # a killed builder's unfinished work
+      if leftover.is_dir():
+        _rmtree(leftover)
+    write_corpus(self.index_root, *self._corpus)
+    self._start_process()
+    self._loader = threading.Thread(target=self._watch, name="index-loader", daemon=True)
+    self._loader.start()
+
+  def _start_process(self) -> None:
+    context = multiprocessing.get_context("spawn")
+    self._process = context.Process(target=_serve_guarded, kwargs=self._spawn_kwargs,
+                                    name="realm-bench-index-builder", daemon=True)
+    self._process.start()
+
+  @property
+  def builder_pid(self) -> int | None:
+    return self._process.pid if self._process is not None else None
+
+  def close(self) -> None:
+    """Stops the loader and the builder (called when training ends, however it ends)."""
+    self._stop.set()
+    if self._process is not None and self._process.is_alive():
+      self._process.terminate()
+      self._process.join(timeout=10)
+      if self._process.is_alive():
+        self._process.kill()
+        self._process.join()
+    if self._loader is not None:
+      self._loader.join(timeout=10)
+
+  # -- the loader thread ------------------------------------------------------------------
+  def _watch(self) -> None:
+    seen = None
+    while not self._stop.wait(self.config.poll_seconds):
+      path = latest_version(self.index_root)
+      if path is None or path.name == seen:
+        continue
+      current = self.version_path.name if self.version_path is not None else None
+      if path.name == current:
+        seen = path.name
+        continue
+      try:
+        index = load_index(path)
+      except (OSError, ValueError) as e:   # pruned between LATEST and the read: next poll
+        print(f"index loader: could not read {path}: {e}", file=sys.stderr)
+        continue
+      with self._lock:
+        self._pending = (index, path)
+      seen = path.name
+
+  # -- between steps ----------------------------------------------------------------------
+  @property
+  def embedder_step(self) -> int:
+    return int(self.index.manifest["embedder_step"])
+
+  def staleness(self, step: int) -> int:
+    return step - self.embedder_step
+
+  def maybe_refresh(self, step: int, params) -> bool:
+    clock = time.perf_counter()
+    self._supervise()
+    if self.last_export is None or step - self.last_export >= self.config.refresh_every_steps:
+      self._export(step, params)
+    if self.index is None:
+      self._wait_for(step)
+    swapped = self._swap()
+    self.overhead_seconds += time.perf_counter() - clock
+    return swapped
+
+  def _export(self, step: int, params) -> None:
+    export_embedder(self.export_dir, step, params["retriever"])
+    self.last_export = step
+
+  def _supervise(self) -> None:
+    if self._process is None or self._process.is_alive():
+      return
+    code = self._process.exitcode
+    if self.restarts >= self.config.max_builder_restarts:
+      if self.restarts == self.config.max_builder_restarts:
+        print(f"index builder died (exit code {code}) {self.restarts} times; training goes on "
+              f"with {self.version_path.name if self.version_path else 'no index'}",
+              file=sys.stderr)
+        self.restarts += 1
+      return
+    self.restarts += 1
+    print(f"index builder died (exit code {code}, see {self.index_root / 'builder.log'}); "
+          f"restarting it ({self.restarts}/{self.config.max_builder_restarts}), training goes "
+          f"on with {self.version_path.name if self.version_path else 'no index yet'}",
+          file=sys.stderr)
+    self._start_process()
+
+  def _wait_for(self, step: int) -> None:
+    """Blocks until an index embedded at `step` or later is loaded (first index, resume)."""
+    clock = time.perf_counter()
+    while True:
+      with self._lock:
+        pending = self._pending
+      if pending is not None and int(pending[0].manifest["embedder_step"]) >= step:
+        break
+      self._supervise()
+      if self.restarts > self.config.max_builder_restarts:
+        raise RuntimeError(f"the index builder keeps dying; see {self.index_root / 'builder.log'}")
+      time.sleep(self.config.poll_seconds / 4)
+    self.wait_seconds += time.perf_counter() - clock
+
+  def _swap(self) -> bool:
+    with self._lock:
+      pending, self._pending = self._pending, None
+    if pending is None:
+      return False
+    self.index, self.version_path = pending
+    self.durations.append(float(self.index.manifest.get("build_seconds", 0.0)))
+    prune_versions(self.index_root, self.config.keep, {self.protected, self.version_path.name})
+    for export_step, path in exports(self.export_dir):
+      if export_step < self.embedder_step:
+        path.unlink(missing_ok=True)
+    return True
+
+  # -- checkpoints ------------------------------------------------------------------------
+  def restore(self, version: str | None, params, step: int) -> None:
+    """Reloads the index the checkpoint was using, or waits for one built at `step`."""
+    path = self.index_root / version if version else None
+    if path is not None and (path / "manifest.json").exists():
+      self.index, self.version_path = load_index(path), path
+      self.last_export = self.embedder_step
+    else:
+      self._export(step, params)
+      self._wait_for(step)
+      self._swap()
+
+  def protect(self) -> None:
+    self.protected = self.version_path.name
+
+  def stats(self) -> dict:
+    return {"num_refreshes": len(self.durations),
+            "refresh_seconds_mean": float(np.mean(self.durations or [0.0])),
+            "refresh_mode": "async",
+            "refresh_wait_seconds": round(self.wait_seconds, 4),
+            "refresh_overhead_seconds": round(self.overhead_seconds, 4),
+            "builder_restarts": self.restarts}
+

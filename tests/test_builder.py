@@ -1,0 +1,48 @@
+"""The pieces the trainer and the index builder exchange: exports, versions, pruning, config."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from realm_bench.errors import InputError
+from realm_bench.retrieval import builder, refresh
+from realm_bench.retrieval.index import ExactIndex
+
+
+def test_embedder_exports_round_trip_and_list_in_step_order(tmp_path):
+  params = {"encoder": {"kernel": np.arange(6, dtype=np.float32).reshape(2, 3)}}
+  for step in (10, 2):
+    builder.export_embedder(tmp_path, step, params)
+  (tmp_path / ".step_00000011.msgpack.tmp").write_bytes(b"half")   # an unfinished write
+  assert [s for s, _ in builder.exports(tmp_path)] == [2, 10]
+  restored = builder.load_export(builder.exports(tmp_path)[-1][1])
+  np.testing.assert_array_equal(restored["retriever"]["encoder"]["kernel"],
+                                params["encoder"]["kernel"])
+
+
+def test_versions_are_written_whole_and_pruned_around_protected_ones(tmp_path):
+  for step in (0, 5, 10, 15):
+    index = ExactIndex()
+    index.build(np.eye(3, dtype=np.float32), np.arange(3), manifest={"embedder_step": step})
+    refresh.write_version(index, tmp_path, step)
+  assert refresh.latest_version(tmp_path).name == "v00000015"
+  refresh.prune_versions(tmp_path, keep=2, protected={"v00000005"})
+  assert sorted(p.name for p in tmp_path.glob("v*")) == ["v00000005", "v00000010",
+                                                          "v00000015"]
+  assert not list(tmp_path.glob(".*"))
+
+
+def test_refresh_config_rejects_unknown_modes():
+  with pytest.raises(InputError, match="'sync' or 'async'"):
+    refresh.RefreshConfig(mode="eventually")
+  with pytest.raises(InputError, match="at least 1"):
+    refresh.RefreshConfig(refresh_every_steps=0)
+
+
+def test_a_builder_whose_trainer_has_gone_exits(tmp_path, capsys):
+  import os, types  # pylint: disable=g-import-not-at-top,multiple-imports
+  model = types.SimpleNamespace(embed_docs=lambda params, ids: ids)
+  builder.serve(run_dir=str(tmp_path), config_text="", model=model,
+                index_prototype=ExactIndex(), embed_batch_size=4,
+                poll_seconds=0.01, parent_pid=os.getppid() + 1)
+  assert "trainer has gone" in capsys.readouterr().out
