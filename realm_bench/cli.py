@@ -99,6 +99,8 @@ COMMANDS: dict[str, tuple[str, Callable, str]] = {
                  "realm_bench.entry:evaluate"),
     "recall": ("zero-shot Recall@k of a retriever; writes a run record", _entry,
                "realm_bench.entry:evaluate_retrieval"),
+    "index": ("embed a corpus with a run's document tower and build a MIPS index", _entry,
+              "realm_bench.entry:index"),
     "infer": ("write predictions of a fine-tuned run in the ORQA format", _entry,
               "realm_bench.entry:infer"),
     "world": ("generate the synthetic world", _world, "realm_bench.tasks.world:cli_main"),

@@ -1,4 +1,4 @@
-"""CLI handlers for the gin-driven entry functions (`realm-bench train|evaluate|recall|infer`).
+"""CLI handlers for the gin-driven entry functions (`realm-bench train|evaluate|recall|index|infer`).
 
 Each handler imports the entry function's module for real, so the gin files' dynamic
 registrations (`from realm_bench import train as train_lib`) resolve to these same objects.
@@ -32,6 +32,12 @@ def evaluate(args, gin_bindings) -> int:
 def evaluate_retrieval(args, gin_bindings) -> int:
   from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
   print(json.dumps(run_entry(eval_lib.evaluate_retrieval, args.gin_file, gin_bindings)))
+  return 0
+
+
+def index(args, gin_bindings) -> int:
+  from realm_bench import indexing  # pylint: disable=g-import-not-at-top
+  run_entry(indexing.index, args.gin_file, gin_bindings)
   return 0
 
 

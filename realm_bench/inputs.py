@@ -26,6 +26,7 @@ import numpy as np
 from realm_bench import features
 from realm_bench.retrieval.builder import AsyncRefresher
 from realm_bench.retrieval.embed import Towers
+from realm_bench.errors import InputError
 from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
 from realm_bench.retrieval.refresh import RefreshConfig, SyncRefresher
 from realm_bench.trainer import HOST_METRICS_KEY, DeterministicIterator
@@ -272,6 +273,8 @@ class OpenQAPipeline(Pipeline):
   """ORQA fine-tuning: the index is built once, from the warm-start document tower, and frozen.
 
   `retrieve=False` is the closed-book control: every example reads only the null document.
+  `index_from` reads an index built by `realm-bench index` (the paper-scale path: the corpus
+  is embedded once, in shards, instead of in memory here).
   """
   qa_task: str = "realm_bench.synthetic.nq_open"
   corpus_task: str = "realm_bench.synthetic.corpus"
@@ -281,6 +284,7 @@ class OpenQAPipeline(Pipeline):
   regex_answers: bool = False   # CuratedTREC: answers are regular expressions
   retrieve: bool = True
   index_factory: Callable[[], MipsIndex] = ExactIndex
+  index_from: str | None = None
 
   def setup(self, *, model, run_dir, warm_start_params=None):
     self.corpus = load_corpus(self.corpus_task)
@@ -296,6 +300,13 @@ class OpenQAPipeline(Pipeline):
   def _frozen_index(self, params) -> MipsIndex | None:
     if not self.retrieve:
       return None
+    if self.index_from:
+      index = load_index(Path(self.index_from) / "index")
+      if not np.array_equal(index.ids, self.corpus.ids):
+        raise InputError(f"the index holds {index.num_blocks} blocks that are not the corpus "
+                         f"{self.corpus_task!r} ({len(self.corpus.ids)} blocks)",
+                         path=Path(self.index_from) / "index", field="ids")
+      return index
     if (self.index_path / "manifest.json").exists():
       return load_index(self.index_path)
     if params is None:

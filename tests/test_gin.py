@@ -9,7 +9,8 @@ from realm_bench.errors import InputError
 GIN_FILES = gin_utils.all_gin_files()
 # Values for every REQUIRED macro a run file declares; parsing must not need real folders.
 DUMMY = {"RUN_DIR": "'/nonexistent/run'", "WARM_START": "None", "CHECKPOINT_FROM": "'/x'",
-         "EXPERIMENT": "'realm'", "DATASET": "'nq'", "OUTPUT": "'/x/p.jsonl'"}
+         "EXPERIMENT": "'realm'", "DATASET": "'nq'", "OUTPUT": "'/x/p.jsonl'",
+         "INDEX_DIR": "'/x/index'"}
 
 
 def _relative(path) -> str:

@@ -194,3 +194,32 @@ def test_async_pretraining_runs_and_stops_its_builder(world, ict):
   latest = (world / "async_run" / "index" / "LATEST").read_text().strip()
   assert (world / "async_run" / "index" / latest / "manifest.json").exists()
 
+
+def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys):
+  from realm_bench import checkpoints, inputs  # pylint: disable=g-import-not-at-top
+  from realm_bench.retrieval.index import load_index  # pylint: disable=g-import-not-at-top
+  args = ["index", "--gin_file=runs/index.gin", *[f"--gin_file={f}" for f in OVERLAYS],
+          f"--gin.WORLD_DIR='{world / 'world'}'", f"--gin.VOCAB_PATH='{world / 'vocab.txt'}'",
+          f"--gin.CHECKPOINT_FROM='{ict}'", f"--gin.INDEX_DIR='{world / 'built'}'",
+          "--gin.EMBED_BATCH_SIZE=16", "--gin.SHARD_ROWS=32"]
+  assert cli.main(args) == 0
+  index = load_index(world / "built" / "index")
+  assert index.manifest["embedder_step"] == 3 and index.manifest["blocks_per_second"] > 0
+  assert not (world / "built" / "embeddings").exists()   # shards go once the index is saved
+  # The same embeddings as the in-memory path the trainer's refresh uses.
+  corpus = inputs.load_corpus("realm_bench.synthetic.corpus")
+  model = gin.query_parameter("indexing.index.model").scoped_configurable_fn()
+  params = {"retriever": checkpoints.load_params(ict / "checkpoints")["retriever"]}
+  expected = np.asarray(model.embed_docs(params, corpus.doc_inputs))
+  np.testing.assert_array_equal(index.ids, corpus.ids)
+  np.testing.assert_allclose(index.embeddings, expected, atol=1e-5)
+  capsys.readouterr()
+  assert cli.main(args) == 0   # a rerun finds the index built from the same checkpoint
+  assert "index already built" in capsys.readouterr().out
+  # Fine-tuning and evaluation can read it instead of embedding the corpus themselves.
+  gin_utils.parse_gin(["runs/finetune.gin", *OVERLAYS], _bindings(
+      world, "ft_prebuilt", WARM_START=None, INDEX_FROM=str(world / "built")))
+  pipeline = gin.get_configurable(inputs.OpenQAPipeline)()
+  pipeline.setup(model=gin.query_parameter("train_lib.train.model").scoped_configurable_fn(),
+                 run_dir=world / "ft_prebuilt")
+  assert pipeline.index.manifest == index.manifest
