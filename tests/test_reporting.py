@@ -403,3 +403,17 @@ def test_record_dataclass_fields_are_the_documented_contract():
       "schema_version", "run_id", "experiment", "cells", "task", "dataset", "split", "scale",
       "metrics", "num_examples", "gin_config", "git_commit", "hardware", "start_time",
       "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher"]
+
+
+@pytest.mark.parametrize("records,out", [
+    ("results/records/staleness", "results/tables"),
+    ("results/records/staleness_1000_steps", "results/tables/staleness_1000_steps")])
+def test_committed_tables_are_what_the_committed_records_render(tmp_path, records, out):
+  root = Path(__file__).resolve().parent.parent
+  command = (root / out / "staleness.md").read_text().split("`")[1]
+  written = tables.render_tables(runs_dir=root / records, formats=["md"], out_dir=tmp_path,
+                          command=command)
+  for path in written:
+    if path.suffix == ".md":
+      committed = (root / out / path.name).read_text()
+      assert path.read_text().replace(str(root / records), records) == committed, path.name
