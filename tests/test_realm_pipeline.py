@@ -42,8 +42,8 @@ def _bindings(root: Path, run: str, **macros) -> list[str]:
   return out + [f"{k} = {v!r}" for k, v in macros.items()]
 
 
-def _train(root, run_file, run, stop_at_step=None, **macros):
-  gin_utils.parse_gin([run_file, *OVERLAYS], _bindings(root, run, **macros))
+def _train(root, run_file, run, stop_at_step=None, extra_files=(), **macros):
+  gin_utils.parse_gin([run_file, *OVERLAYS, *extra_files], _bindings(root, run, **macros))
   return gin.get_configurable(train_lib.train)(progress=False, log_every=1,
                                                stop_at_step=stop_at_step)
 
@@ -179,10 +179,11 @@ def test_async_builder_serves_indexes_and_survives_being_killed(world, ict):
   assert not refresher._process.is_alive()   # pylint: disable=protected-access
 
 
-def test_async_pretraining_runs_and_stops_its_builder(world, ict):
+def test_async_pretraining_with_scann_runs_and_stops_its_builder(world, ict):
   import multiprocessing  # pylint: disable=g-import-not-at-top
   summary = _train(world, "runs/pretrain.gin", "async_run", NUM_STEPS=6, REFRESH_EVERY=2,
-                   REFRESH_MODE="async", WARM_START=str(ict))
+                   REFRESH_MODE="async", WARM_START=str(ict),
+                   extra_files=["retrieval/scann.gin"])
   assert not multiprocessing.active_children()
   rows = _metrics(world / "async_run")
   embedder_steps = [r["index_embedder_step"] for r in rows]
@@ -192,7 +193,9 @@ def test_async_pretraining_runs_and_stops_its_builder(world, ict):
   assert pipe["refresh_mode"] == "async" and pipe["num_refreshes"] >= 1
   assert pipe["staleness_max"] >= 1 and "refresh_overhead_seconds" in pipe
   latest = (world / "async_run" / "index" / "LATEST").read_text().strip()
-  assert (world / "async_run" / "index" / latest / "manifest.json").exists()
+  manifest = json.loads((world / "async_run" / "index" / latest / "manifest.json").read_text())
+  assert manifest["kind"] == "scann" and manifest["builder"] == "async"
+  assert manifest["recall@10"] > 0.9   # measured by the builder at every build
 
 
 def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys):
