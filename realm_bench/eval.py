@@ -47,7 +47,9 @@ def _lineage_stats(chain: list[dict]) -> tuple[dict, dict, list[dict], int]:
   stats, params, manifests = {}, {}, []
   for summary in chain:
     pipe = summary.get("pipeline") or {}
-    for key in ("staleness_mean", "staleness_max", "num_refreshes", "refresh_seconds_mean"):
+    for key in ("staleness_mean", "staleness_max", "num_refreshes", "refresh_seconds_mean",
+                "refresh_seconds_max", "refresh_wait_seconds", "refresh_overhead_seconds",
+                "builder_restarts"):
       if key in pipe:
         stats[key] = pipe[key]
     if "refresh_every_steps" in pipe:   # the sweep's row key

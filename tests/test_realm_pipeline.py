@@ -122,6 +122,7 @@ def test_records_carry_the_refresh_interval_and_staleness_of_their_lineage(world
   record = read_record(world / "realm_recall" / "record.json")
   assert record.params == {"refresh_every_steps": 2}
   assert record.stats["staleness_mean"] == 0.5 and record.stats["num_refreshes"] == 3
+  assert 0 < record.stats["refresh_seconds_mean"] <= record.stats["refresh_seconds_max"]
   assert record.steps == 3 + 6   # ICT then pre-training
 
 

@@ -368,6 +368,7 @@ class AsyncRefresher:
   def stats(self) -> dict:
     return {"num_refreshes": len(self.durations),
             "refresh_seconds_mean": float(np.mean(self.durations or [0.0])),
+            "refresh_seconds_max": float(np.max(self.durations or [0.0])),
             "refresh_mode": "async",
             "refresh_wait_seconds": round(self.wait_seconds, 4),
             "refresh_overhead_seconds": round(self.overhead_seconds, 4),

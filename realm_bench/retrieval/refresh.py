@@ -138,7 +138,8 @@ class SyncRefresher:
 
   def stats(self) -> dict:
     return {"num_refreshes": len(self.durations),
-            "refresh_seconds_mean": float(np.mean(self.durations or [0.0]))}
+            "refresh_seconds_mean": float(np.mean(self.durations or [0.0])),
+            "refresh_seconds_max": float(np.max(self.durations or [0.0]))}
 
   def close(self) -> None:
     pass
