@@ -24,9 +24,9 @@ import gin
 import numpy as np
 
 from realm_bench import features
+from realm_bench.errors import InputError
 from realm_bench.retrieval.builder import AsyncRefresher
 from realm_bench.retrieval.embed import Towers
-from realm_bench.errors import InputError
 from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
 from realm_bench.retrieval.refresh import RefreshConfig, SyncRefresher
 from realm_bench.trainer import HOST_METRICS_KEY, DeterministicIterator
