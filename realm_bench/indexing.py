@@ -28,7 +28,7 @@ def index(*, model, checkpoint_from: str, corpus_task: str, out_dir: str, block_
   """Builds `out_dir/index` from the retriever of `checkpoint_from` (a run folder); returns
   the index manifest."""
   out_dir = Path(out_dir)
-  checkpoint_dir = (Path(checkpoint_from) / "checkpoints").resolve()
+  checkpoint_dir = Path(checkpoint_from) / "checkpoints"
   manager = checkpoints.CheckpointManager(checkpoint_dir, read_only=True)
   try:
     step = manager.latest_step() if step is None else step

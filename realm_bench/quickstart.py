@@ -110,7 +110,8 @@ def start(out_dir, config: QuickstartConfig) -> tuple[_Stages, Path]:
   from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
-  out = Path(out_dir).resolve()
+  # Kept as given: records and configs name their folders as the user did, not by machine path.
+  out = Path(out_dir)
   # Stages with the same shapes (the fine-tunings, the evaluations) reuse compiled programs.
   jax.config.update("jax_compilation_cache_dir", str(out / "jax_cache"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)

@@ -21,14 +21,16 @@ def test_bad_values_exit_nonzero(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_sweep_records_one_point_per_value(tmp_path, capsys):
+def test_sweep_records_one_point_per_value(tmp_path, capsys, monkeypatch):
   small = [f"--gin.QuickstartConfig.{k}={v}" for k, v in dict(
       ict_steps=20, pretrain_steps=8, finetune_steps=6,
       world_gin="'world/tiny.gin'").items()]
-  argv = ["sweep", "--out", str(tmp_path), "--gin_file", "experiments/staleness.gin",
+  monkeypatch.chdir(tmp_path)   # a relative --out: records must not name the machine's paths
+  argv = ["sweep", "--out", "out", "--gin_file", "experiments/staleness.gin",
           "--values=2,8", *small]
   assert cli.main(argv) == 0
-  runs = tmp_path / "runs"
+  out = tmp_path / "out"
+  runs = out / "runs"
   for value, refreshes in ((2, 4), (8, 1)):
     recall = read_record(runs / f"staleness_refresh_{value:04d}_recall_dev" / "record.json")
     em = read_record(runs / f"staleness_refresh_{value:04d}_eval_dev" / "record.json")
@@ -36,9 +38,10 @@ def test_sweep_records_one_point_per_value(tmp_path, capsys):
       assert record.experiment == "staleness" and record.split == "dev"
       assert record.params["refresh_every_steps"] == value
       assert record.stats["num_refreshes"] == refreshes
+      assert str(tmp_path) not in (runs / record.run_id / "record.json").read_text()
     assert record.stats["staleness_max"] == value - 1
-  table = (tmp_path / "tables" / "staleness.md").read_text()
-  assert "Sweep at synthetic scale" in table and (tmp_path / "tables" / "staleness.png").exists()
+  table = (out / "tables" / "staleness.md").read_text()
+  assert "Sweep at synthetic scale" in table and (out / "tables" / "staleness.png").exists()
   capsys.readouterr()
   assert cli.main(argv) == 0   # a rerun skips every finished stage
   assert "done already" in capsys.readouterr().out
