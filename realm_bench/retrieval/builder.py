@@ -42,8 +42,8 @@ import numpy as np
 from realm_bench.io_utils import atomic_write_bytes
 from realm_bench.retrieval import corpus_embedding
 from realm_bench.retrieval.index import MipsIndex, load_index
-from realm_bench.retrieval.refresh import (RefreshConfig, latest_version, prune_versions,
-                                           version_name, write_version)
+from realm_bench.retrieval.refresh import (RefreshConfig, duration_stats, latest_version,
+                                           prune_versions, version_name, write_version)
 
 EMBEDDER_DIR = Path("checkpoints") / "embedder"
 CORPUS_DIR = "corpus"
@@ -95,12 +95,8 @@ def write_corpus(index_root, ids: np.ndarray, inputs: np.ndarray) -> None:
   seqio pipeline (reading and tokenising every block) for each refresh would cost more than
   the embedding itself at small scale."""
   folder = Path(index_root) / CORPUS_DIR
-  folder.mkdir(parents=True, exist_ok=True)
-  for name, array in (("ids.npy", ids), ("inputs.npy", inputs)):
-    tmp = folder / f".{name}.tmp"
-    with open(tmp, "wb") as f:
-      np.save(f, np.asarray(array))
-    os.replace(tmp, folder / name)
+  corpus_embedding.save_npy(folder / "ids.npy", ids)
+  corpus_embedding.save_npy(folder / "inputs.npy", inputs)
 
 
 def _corpus_batches(index_root: Path, batch_size: int, skip: int, parent_pid: int):
@@ -366,9 +362,7 @@ class AsyncRefresher:
     self.protected = self.version_path.name
 
   def stats(self) -> dict:
-    return {"num_refreshes": len(self.durations),
-            "refresh_seconds_mean": float(np.mean(self.durations or [0.0])),
-            "refresh_seconds_max": float(np.max(self.durations or [0.0])),
+    return {**duration_stats(self.durations),
             "refresh_mode": "async",
             "refresh_wait_seconds": round(self.wait_seconds, 4),
             "refresh_overhead_seconds": round(self.overhead_seconds, 4),

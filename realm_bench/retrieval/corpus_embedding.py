@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from realm_bench.errors import InputError
-from realm_bench.io_utils import atomic_write_json
+from realm_bench.io_utils import atomic_path, atomic_write_json
 
 JOB = "job.json"
 
@@ -93,13 +93,13 @@ def complete_shards(out_dir) -> list[int]:
   return done
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-  tmp = path.with_name(f".{path.name}.tmp")
-  with open(tmp, "wb") as f:
-    np.save(f, array)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+def save_npy(path, array: np.ndarray) -> None:
+  """`np.save` under a temporary name, renamed when complete."""
+  with atomic_path(path) as tmp:
+    with open(tmp, "wb") as f:
+      np.save(f, np.asarray(array))
+      f.flush()
+      os.fsync(f.fileno())
 
 
 def embed_to_shards(*, embed_fn: Callable[[np.ndarray], np.ndarray],
@@ -165,8 +165,8 @@ def embed_to_shards(*, embed_fn: Callable[[np.ndarray], np.ndarray],
 
 def _write_shard(out_dir: Path, index: int, emb_buf, ids_buf) -> None:
   emb_path, ids_path = _shard_paths(out_dir, index)
-  _save_npy(ids_path, np.concatenate(ids_buf))
-  _save_npy(emb_path, np.concatenate(emb_buf))   # written last: it marks the shard complete
+  save_npy(ids_path, np.concatenate(ids_buf))
+  save_npy(emb_path, np.concatenate(emb_buf))   # written last: it marks the shard complete
 
 
 def assemble(out_dir, dest) -> tuple[np.ndarray, np.ndarray]:
@@ -184,13 +184,13 @@ def assemble(out_dir, dest) -> tuple[np.ndarray, np.ndarray]:
   parts = [np.load(_shard_paths(out_dir, i)[0], mmap_mode="r") for i in shards]
   ids = np.concatenate([np.load(_shard_paths(out_dir, i)[1]) for i in shards])
   dim = parts[0].shape[1] if parts else 0
-  tmp = dest.with_name(f".{dest.name}.tmp")
-  out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(ids.shape[0], dim))
-  row = 0
-  for part in parts:
-    out[row:row + part.shape[0]] = part
-    row += part.shape[0]
-  out.flush()
-  del out
-  os.replace(tmp, dest)
+  with atomic_path(dest) as tmp:
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32,
+                                    shape=(ids.shape[0], dim))
+    row = 0
+    for part in parts:
+      out[row:row + part.shape[0]] = part
+      row += part.shape[0]
+    out.flush()
+    del out
   return np.load(dest, mmap_mode="r"), ids

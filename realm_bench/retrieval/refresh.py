@@ -70,6 +70,13 @@ def prune_versions(index_root, keep: int, protected=()) -> None:
       shutil.rmtree(old, ignore_errors=True)
 
 
+def duration_stats(durations) -> dict:
+  """What a run record says of its refreshes (both modes)."""
+  return {"num_refreshes": len(durations),
+          "refresh_seconds_mean": float(np.mean(durations or [0.0])),
+          "refresh_seconds_max": float(np.max(durations or [0.0]))}
+
+
 def latest_version(index_root) -> Path | None:
   pointer = Path(index_root) / LATEST
   if not pointer.exists():
@@ -137,9 +144,7 @@ class SyncRefresher:
     self.protected = self.version_path.name
 
   def stats(self) -> dict:
-    return {"num_refreshes": len(self.durations),
-            "refresh_seconds_mean": float(np.mean(self.durations or [0.0])),
-            "refresh_seconds_max": float(np.max(self.durations or [0.0]))}
+    return duration_stats(self.durations)
 
   def close(self) -> None:
     pass
