@@ -220,6 +220,12 @@ def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys)
   capsys.readouterr()
   assert cli.main(args) == 0   # a rerun finds the index built from the same checkpoint
   assert "index already built" in capsys.readouterr().out
+  # retrieval/scann.gin after runs/index.gin switches the kind, as the README shows.
+  scann_args = [a.replace("'built'", "'built_scann'").replace(str(world / "built"),
+                                                               str(world / "built_scann"))
+                for a in args] + ["--gin_file=retrieval/scann.gin"]
+  assert cli.main(scann_args) == 0
+  assert load_index(world / "built_scann" / "index").manifest["kind"] == "scann"
   # Fine-tuning and evaluation can read it instead of embedding the corpus themselves.
   gin_utils.parse_gin(["runs/finetune.gin", *OVERLAYS], _bindings(
       world, "ft_prebuilt", WARM_START=None, INDEX_FROM=str(world / "built")))
