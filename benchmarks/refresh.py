@@ -84,9 +84,9 @@ def training_row(root: Path, mode: str, steps: int, refresh_every: int) -> dict:
       "BATCH_SIZE = 8", "NUM_CANDIDATES = 4", f"REFRESH_EVERY = {refresh_every}",
       f"REFRESH_MODE = '{mode}'", "WARMUP_STEPS = 1"])
   clock = time.perf_counter()
-  summary = gin.get_configurable(train_lib.train)(progress=False, log_every=steps)
+  record = gin.get_configurable(train_lib.train)(progress=False, log_every=steps)
   wall = time.perf_counter() - clock
-  pipe = summary["pipeline"]
+  pipe = record.stats
   if mode == "sync":
     spent = pipe["num_refreshes"] * pipe["refresh_seconds_mean"]
     first = spent / max(pipe["num_refreshes"], 1)   # the step-0 build (async waits for one too)

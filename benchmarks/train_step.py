@@ -50,6 +50,7 @@ import numpy as np
 
 from realm_bench import gin_utils, models, optim
 from realm_bench.networks import bert
+from realm_bench.pipelines import batching
 from realm_bench.trainer import Trainer
 
 SHAPES = ("tiny", "base")
@@ -66,9 +67,9 @@ PRECISIONS = {
                  "bert.BertConfig.accumulate_fp32 = False"), "bf16 in, bf16 out"),
 }
 PROJ_DIM = 128          # gin/models/retriever.gin
-NUM_MASKS = 10          # RealmPipeline.max_masks
-NUM_READ = 5            # OpenQAPipeline.num_read
-NUM_RETRIEVED = 5000    # OpenQAPipeline.num_retrieved
+NUM_MASKS = 10          # realm.RealmPipeline.max_masks
+NUM_READ = 5            # open_qa.OpenQAPipeline.num_read
+NUM_RETRIEVED = 5000    # open_qa.OpenQAPipeline.num_retrieved
 SPAN_HIDDEN = 256       # gin/models/open_qa.gin
 MAX_SPAN_LEN = 10
 
@@ -139,36 +140,41 @@ def _ids(rng, vocab_size, *shape):
 
 
 def pretrain_batch(shape: Shape, batch: int, candidates: int, seed: int = 0) -> dict:
+  """A full REALM_BATCH (keys, shapes and dtypes from the pipelines' spec) of random ids."""
   rng = np.random.default_rng(seed)
   b, k, lq, ld, v = batch, candidates, shape.query_len, shape.block_len, shape.config.vocab_size
-  query = _ids(rng, v, b, lq)
-  docs = _ids(rng, v, b, k, ld)
-  joint = np.concatenate([np.broadcast_to(query[:, None], (b, k, lq)), docs], axis=-1)
-  types = np.concatenate([np.zeros((b, k, lq)), np.ones((b, k, ld))], -1).astype(np.int32)
+  out = batching.REALM_BATCH.zeros(batch=b, candidates=k, query_len=lq, block_len=ld,
+                                   joint_len=shape.joint_len, masks=shape.num_masks)
+  out["query_ids"][:] = _ids(rng, v, b, lq)
+  out["cand_doc_ids"][:] = _ids(rng, v, b, k, ld)
+  out["joint_ids"][:] = np.concatenate(
+      [np.broadcast_to(out["query_ids"][:, None], (b, k, lq)), out["cand_doc_ids"]], axis=-1)
+  out["joint_types"][..., lq:] = 1
   positions = np.sort(rng.permutation(np.arange(1, lq))[:shape.num_masks])
-  return {"query_ids": query, "cand_doc_ids": docs, "joint_ids": joint, "joint_types": types,
-          "mlm_positions": np.tile(positions.astype(np.int32), (b, 1)),
-          "mlm_targets": _ids(rng, v, b, shape.num_masks),
-          "mlm_weights": np.ones((b, shape.num_masks), np.float32),
-          "cand_valid": np.ones((b, k), np.float32)}
+  out["mlm_positions"][:] = positions
+  out["mlm_targets"][:] = _ids(rng, v, b, shape.num_masks)
+  out["mlm_weights"][:] = 1.0
+  out["cand_valid"][:] = 1.0
+  return out
 
 
 def openqa_batch(shape: Shape, batch: int, seed: int = 0) -> dict:
+  """A full OPEN_QA_BATCH of random ids, one gold span per example."""
   rng = np.random.default_rng(seed)
   b, lq, lr, v = batch, shape.query_len, shape.joint_len, shape.config.vocab_size
-  gold = np.zeros((b, NUM_READ, lr, MAX_SPAN_LEN), np.float32)
-  gold[:, 0, lq + 3, 1] = 1.0
-  return {"query_ids": _ids(rng, v, b, lq),
-          "retrieved_doc_emb": rng.normal(size=(b, NUM_RETRIEVED, PROJ_DIM)).astype(np.float32),
-          "retrieved_valid": np.ones((b, NUM_RETRIEVED), np.float32),
-          "retrieved_has_answer": (rng.uniform(size=(b, NUM_RETRIEVED)) < 0.01).astype(
-              np.float32),
-          "reader_ids": _ids(rng, v, b, NUM_READ, lr),
-          "reader_types": np.broadcast_to(
-              (np.arange(lr) >= lq).astype(np.int32), (b, NUM_READ, lr)).copy(),
-          "body_start": np.full((b, NUM_READ), lq + 1, np.int32),
-          "body_len": np.full((b, NUM_READ), shape.block_len - 2, np.int32),
-          "gold_spans": gold}
+  out = batching.OPEN_QA_BATCH.zeros(batch=b, query_len=lq, retrieved=NUM_RETRIEVED,
+                                     proj_dim=PROJ_DIM, read=NUM_READ, reader_len=lr,
+                                     max_span_len=MAX_SPAN_LEN)
+  out["query_ids"][:] = _ids(rng, v, b, lq)
+  out["retrieved_doc_emb"][:] = rng.normal(size=(b, NUM_RETRIEVED, PROJ_DIM))
+  out["retrieved_valid"][:] = 1.0
+  out["retrieved_has_answer"][:] = rng.uniform(size=(b, NUM_RETRIEVED)) < 0.01
+  out["reader_ids"][:] = _ids(rng, v, b, NUM_READ, lr)
+  out["reader_types"][..., lq:] = 1
+  out["body_start"][:] = lq + 1
+  out["body_len"][:] = shape.block_len - 2
+  out["gold_spans"][:, 0, lq + 3, 1] = 1.0
+  return out
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,22 +1,30 @@
-"""The one console script, `realm-bench <command>`.
+"""The one console script, `realm-bench <command>`: every command's flags and handler.
 
-Arguments are declared here and the work is imported lazily from the module that owns it, so
-`realm-bench --help` answers at once instead of first loading TensorFlow and JAX.
+Arguments are declared here and the work is imported lazily inside each handler, so
+`realm-bench --help` answers at once instead of first loading TensorFlow and JAX. The
+gin-driven commands import their entry function's module for real, so the gin files' dynamic
+registrations (`from realm_bench import train as train_lib`) resolve to those same objects.
 Any `--gin.KEY=VALUE` argument is a gin binding, applied after the `--gin_file`s.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import dataclasses
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 from realm_bench.errors import InputError
-from realm_bench.gin_utils import split_gin_args
+from realm_bench.gin_utils import parse_gin, run_entry, split_gin_args
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+
+# ------------------------------------------------------------------------------------------
+# Arguments.
+# ------------------------------------------------------------------------------------------
 
 def _gin_args(p: argparse.ArgumentParser) -> None:
   p.add_argument("--gin_file", action="append", default=[],
@@ -29,12 +37,12 @@ def _runs_arg(p: argparse.ArgumentParser) -> None:
                  help="folder searched recursively for record.json files (default: %(default)s)")
 
 
-def _world(p):
+def _world_args(p):
   p.add_argument("--out", required=True, help="folder to write the synthetic world into")
   _gin_args(p)
 
 
-def _vocab(p):
+def _vocab_args(p):
   p.add_argument("--world", help="learn from a synthetic world folder (its corpus and text)")
   p.add_argument("--text", action="append", default=[],
                  help="JSONL or TSV corpus file to learn from (repeatable)")
@@ -42,14 +50,14 @@ def _vocab(p):
   p.add_argument("--out", required=True, help="vocab.txt to write")
 
 
-def _tasks(p):
+def _tasks_args(p):
   p.add_argument("name", nargs="?", help="task to show; lists all tasks when omitted")
   p.add_argument("--split", default="validation")
   p.add_argument("--num", type=int, default=3, help="examples to print")
   _gin_args(p)
 
 
-def _score(p):
+def _score_args(p):
   p.add_argument("--references", required=True, help='JSONL {"question", "answer": [...]}')
   p.add_argument("--predictions", required=True, help='JSONL {"question", "prediction"}')
   p.add_argument("--regex", action="store_true",
@@ -58,22 +66,18 @@ def _score(p):
   p.add_argument("--per-example", dest="per_example", help="write a per-question JSONL here")
 
 
-def _tables(p):
+def _tables_args(p):
   _runs_arg(p)
   p.add_argument("--format", default="md", help="comma-separated: md,csv,tex,html")
   p.add_argument("--out", default="results/tables", help="output folder (default: %(default)s)")
 
 
-def _check(p):
+def _check_args(p):
   _runs_arg(p)
   p.add_argument("--strict", action="store_true", help="MISSING cells fail too")
 
 
-def _entry(p):
-  _gin_args(p)
-
-
-def _sweep(p):
+def _sweep_args(p):
   p.add_argument("--out", default="results/runs/staleness",
                  help="folder for the world, vocabulary and runs (default: %(default)s)")
   p.add_argument("--values", help="comma-separated refresh intervals in steps, e.g. 1,3,10,30 "
@@ -81,39 +85,169 @@ def _sweep(p):
   _gin_args(p)
 
 
-def _quickstart(p):
+def _quickstart_args(p):
   p.add_argument("--out", default="results/runs/quickstart",
                  help="folder for the world, vocabulary and runs (default: %(default)s)")
   _gin_args(p)
 
 
-# name -> (help, argument builder, "module:function" that takes (args, gin_bindings)).
-COMMANDS: dict[str, tuple[str, Callable, str]] = {
-    "quickstart": ("the whole pipeline on the synthetic world", _quickstart,
-                   "realm_bench.quickstart:cli_main"),
+# ------------------------------------------------------------------------------------------
+# Handlers: (args, gin bindings) -> exit code.
+# ------------------------------------------------------------------------------------------
+
+def _no_bindings(command: str, bindings) -> None:
+  if bindings:
+    raise InputError(f"`{command}` takes no gin bindings, got {bindings[0]!r}")
+
+
+def quickstart(args, bindings) -> int:
+  import gin  # pylint: disable=g-import-not-at-top
+  from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
+  parse_gin(["runs/quickstart.gin", *args.gin_file], bindings)
+  config = quickstart_lib.QuickstartConfig()
+  gin.clear_config()
+  quickstart_lib.run(out_dir=args.out, config=config)
+  return 0
+
+
+def sweep(args, bindings) -> int:
+  import gin  # pylint: disable=g-import-not-at-top
+  from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
+  from realm_bench import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  parse_gin(["runs/sweep.gin", *args.gin_file], bindings)
+  config, stages = sweep_lib.SweepConfig(), quickstart_lib.QuickstartConfig()
+  if args.values is not None:
+    config = dataclasses.replace(config, values=sweep_lib.parse_values(args.values))
+  gin.clear_config()
+  sweep_lib.run(out_dir=args.out, sweep=config, stages=stages)
+  return 0
+
+
+def train(args, bindings) -> int:
+  from realm_bench import train as train_lib  # pylint: disable=g-import-not-at-top
+  from realm_bench.trainer import TrainingDiverged  # pylint: disable=g-import-not-at-top
+  try:
+    record = run_entry(train_lib.train, args.gin_file, bindings)
+  except TrainingDiverged as e:
+    print(f"realm-bench train: {e}", file=sys.stderr)
+    return 3
+  print(json.dumps({"run_id": record.run_id, "steps": record.steps,
+                    "final_metrics": record.metrics}))
+  return 0
+
+
+def evaluate(args, bindings) -> int:
+  from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  print(json.dumps(run_entry(eval_lib.evaluate, args.gin_file, bindings)))
+  return 0
+
+
+def recall(args, bindings) -> int:
+  from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  print(json.dumps(run_entry(eval_lib.evaluate_retrieval, args.gin_file, bindings)))
+  return 0
+
+
+def index(args, bindings) -> int:
+  from realm_bench import indexing  # pylint: disable=g-import-not-at-top
+  run_entry(indexing.index, args.gin_file, bindings)
+  return 0
+
+
+def infer(args, bindings) -> int:
+  from realm_bench import infer as infer_lib  # pylint: disable=g-import-not-at-top
+  print(run_entry(infer_lib.infer, args.gin_file, bindings))
+  return 0
+
+
+def world(args, bindings) -> int:
+  from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
+  parse_gin(args.gin_file or ["world/default.gin"], bindings)
+  manifest = world_lib.generate(out_dir=args.out, config=world_lib.WorldConfig())
+  print(world_lib.summary(manifest, args.out))
+  return 0
+
+
+def vocab(args, bindings) -> int:
+  from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  _no_bindings("vocab", bindings)
+  if bool(args.world) == bool(args.text):
+    raise InputError("give either --world DIR or one or more --text FILE")
+  if args.world:
+    root = Path(args.world)
+    if not root.is_dir():
+      raise InputError("world folder does not exist; make one with `realm-bench world --out DIR`",
+                       path=root)
+    texts = vocab_lib.texts_from_world(root)
+  else:
+    texts = vocab_lib.texts_from_files([Path(name) for name in args.text])
+  tokens = vocab_lib.learn_vocabulary(texts=texts, size=args.size, out=args.out)
+  print(f"wrote {len(tokens)} wordpieces to {args.out}")
+  return 0
+
+
+def tasks(args, bindings) -> int:
+  import gin  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import data, show  # pylint: disable=g-import-not-at-top
+  parse_gin([show.DEFAULT_GIN_FILE, *args.gin_file], bindings)
+  if args.name is None:
+    print(show.listing())
+    return 0
+  if args.num < 1:
+    raise InputError(f"--num must be at least 1, got {args.num}")
+  show.show(args.name, split=args.split, num=args.num,
+            sequence_lengths=gin.get_configurable(data.SequenceLengths)())
+  return 0
+
+
+def score(args, bindings) -> int:
+  from realm_bench import score as score_lib  # pylint: disable=g-import-not-at-top
+  _no_bindings("score", bindings)
+  summary = score_lib.score_files(references=args.references, predictions=args.predictions,
+                                  regex=args.regex, per_example=args.per_example)
+  print(score_lib.format_summary(summary))
+  return 0
+
+
+def tables(args, bindings) -> int:
+  from realm_bench.reporting import render  # pylint: disable=g-import-not-at-top
+  _no_bindings("tables", bindings)
+  written = render.render_tables(runs_dir=args.runs, formats=render.parse_formats(args.format),
+                                 out_dir=args.out, echo=True)
+  print(f"wrote {len(written)} file(s) under {args.out}", file=sys.stderr)
+  return 0
+
+
+def check(args, bindings) -> int:
+  from realm_bench.reporting import check as check_lib  # pylint: disable=g-import-not-at-top
+  _no_bindings("check", bindings)
+  code, verdicts = check_lib.check(runs_dir=args.runs, strict=args.strict)
+  print(check_lib.format_verdicts(verdicts))
+  print("\n" + check_lib.format_summary(verdicts, code=code, strict=args.strict))
+  return code
+
+
+# name -> (help, argument builder, handler).
+COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
+    "quickstart": ("the whole pipeline on the synthetic world", _quickstart_args, quickstart),
     "sweep": ("the index-staleness sweep: one pre-training + fine-tuning per refresh interval",
-              _sweep, "realm_bench.sweep:cli_main"),
+              _sweep_args, sweep),
     "train": ("train a model (ICT, REALM pre-training or Open-QA fine-tuning) from gin files",
-              _entry, "realm_bench.entry:train"),
-    "evaluate": ("exact match of a fine-tuned Open-QA run; writes a run record", _entry,
-                 "realm_bench.entry:evaluate"),
-    "recall": ("zero-shot Recall@k of a retriever; writes a run record", _entry,
-               "realm_bench.entry:evaluate_retrieval"),
-    "index": ("embed a corpus with a run's document tower and build a MIPS index", _entry,
-              "realm_bench.entry:index"),
-    "infer": ("write predictions of a fine-tuned run in the ORQA format", _entry,
-              "realm_bench.entry:infer"),
-    "world": ("generate the synthetic world", _world, "realm_bench.tasks.world:cli_main"),
-    "vocab": ("learn a WordPiece vocabulary from a corpus", _vocab,
-              "realm_bench.tasks.vocab:cli_main"),
-    "tasks": ("list the seqio tasks, or show examples of one", _tasks,
-              "realm_bench.tasks.show:cli_main"),
-    "score": ("score a predictions file as the official Open-QA evaluation does", _score,
-              "realm_bench.score:cli_main"),
-    "tables": ("regenerate the leaderboard tables from run records", _tables,
-               "realm_bench.reporting.tables:cli_main"),
-    "check": ("check run records against the reported numbers and the specs' claims", _check,
-              "realm_bench.reporting.check:cli_main"),
+              _gin_args, train),
+    "evaluate": ("exact match of a fine-tuned Open-QA run; writes a run record", _gin_args,
+                 evaluate),
+    "recall": ("zero-shot Recall@k of a retriever; writes a run record", _gin_args, recall),
+    "index": ("embed a corpus with a run's document tower and build a MIPS index", _gin_args,
+              index),
+    "infer": ("write predictions of a fine-tuned run in the ORQA format", _gin_args, infer),
+    "world": ("generate the synthetic world", _world_args, world),
+    "vocab": ("learn a WordPiece vocabulary from a corpus", _vocab_args, vocab),
+    "tasks": ("list the seqio tasks, or show examples of one", _tasks_args, tasks),
+    "score": ("score a predictions file as the official Open-QA evaluation does", _score_args,
+              score),
+    "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
+    "check": ("check run records against the reported numbers and the specs' claims",
+              _check_args, check),
 }
 
 
@@ -131,9 +265,7 @@ def main(argv: list[str] | None = None) -> int:
   try:
     rest, bindings = split_gin_args(argv)
     args = build_parser().parse_args(rest)
-    module_name, func_name = COMMANDS[args.command][2].split(":")
-    handler = getattr(importlib.import_module(module_name), func_name)
-    return int(handler(args, bindings) or 0)
+    return int(COMMANDS[args.command][2](args, bindings) or 0)
   except InputError as e:
     print(f"realm-bench {argv[0] if argv else ''}: error: {e}", file=sys.stderr)
     return 2

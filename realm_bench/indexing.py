@@ -10,8 +10,6 @@ the command resumes the embedding, or does nothing when the index is already the
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -19,10 +17,13 @@ import jax
 
 from realm_bench import checkpoints, gin_utils
 from realm_bench.retrieval import corpus_embedding
+from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import ExactIndex, MipsIndex
+from realm_bench.tasks.data import SequenceLengths
 
 
-def index(*, model, checkpoint_from: str, corpus_task: str, out_dir: str, block_len: int,
+def index(*, model, checkpoint_from: str, corpus_task: str, out_dir: str,
+          sequence_lengths: SequenceLengths,
           index_factory: Callable[[], MipsIndex] = ExactIndex, step: int | None = None,
           batch_size: int = 256, shard_rows: int = 1 << 16, progress: bool = True) -> dict:
   """Builds `out_dir/index` from the retriever of `checkpoint_from` (a run folder); returns
@@ -35,6 +36,7 @@ def index(*, model, checkpoint_from: str, corpus_task: str, out_dir: str, block_
     params = {"retriever": manager.load_params(step)["retriever"]}
   finally:
     manager.close()
+  block_len = sequence_lengths.block
   fingerprint = {"checkpoint": str(checkpoint_dir), "step": step, "corpus_task": corpus_task,
                  "block_len": block_len}
   index_dir = out_dir / "index"
@@ -44,25 +46,15 @@ def index(*, model, checkpoint_from: str, corpus_task: str, out_dir: str, block_
       print(f"index already built: {index_dir}")
       return manifest
   gin_utils.write_config(out_dir)
-  clock = time.perf_counter()
   embed = jax.jit(model.embed_docs)
-  work = out_dir / "embeddings"
-  rows = corpus_embedding.embed_to_shards(
-      embed_fn=lambda ids: embed(params, ids),
+  built = build_index(
+      embed_fn=lambda ids: embed(params, ids), index_factory=index_factory,
+      manifest={"embedder_step": step, "source": fingerprint},
       make_batches=lambda skip: corpus_embedding.corpus_batches(
           corpus_task, batch_size=batch_size, block_len=block_len, skip_rows=skip),
-      out_dir=work, fingerprint=fingerprint, batch_size=batch_size, shard_rows=shard_rows,
-      total=_num_blocks(corpus_task), progress=progress)
-  embed_seconds = time.perf_counter() - clock
-  embeddings, ids = corpus_embedding.assemble(work, work / "all.npy")
-  built = index_factory()
-  built.build(embeddings, ids, manifest={
-      "embedder_step": step, "source": fingerprint, "embed_seconds": round(embed_seconds, 2),
-      "blocks_per_second": round(rows / max(embed_seconds, 1e-9), 1)})
-  built.manifest["build_seconds"] = round(time.perf_counter() - clock - embed_seconds, 2)
-  built.save(index_dir)
-  del embeddings
-  shutil.rmtree(work)
+      work_dir=out_dir / "embeddings", fingerprint=fingerprint, batch_size=batch_size,
+      shard_rows=shard_rows, total=_num_blocks(corpus_task), progress=progress,
+      save=lambda index: index.save(index_dir))
   print(json.dumps({k: v for k, v in built.manifest.items() if k != "source"}))
   return dict(built.manifest)
 

@@ -142,18 +142,24 @@ class OpenQANet(IctNet):
 
 @dataclasses.dataclass
 class _RetrieverModel(BaseModel):
-  """Common retriever plumbing: the towers, corpus and query embedding for the index."""
+  """Common retriever plumbing: the towers, corpus and query embedding for the index.
+
+  `vocabulary` (a seqio vocabulary, as t5x models carry theirs) sizes the embeddings when a
+  config's vocab_size is 0 (the gin default), and gives the pipelines their special ids.
+  """
   retriever_config: BertConfig
   proj_dim: int = 128
   share_embedders: bool = True
+  vocabulary: Any = None
 
   def __post_init__(self):
-    # vocab_size 0 (the gin default) means "the size of the gin-bound vocabulary".
     for name in ("retriever_config", "reader_config"):
       config = getattr(self, name, None)
       if config is not None and config.vocab_size == 0:
-        from realm_bench.tasks.vocab import get_vocabulary  # pylint: disable=g-import-not-at-top
-        setattr(self, name, dataclasses.replace(config, vocab_size=get_vocabulary().vocab_size))
+        if self.vocabulary is None:
+          raise ValueError(f"{type(self).__name__}.{name}.vocab_size is 0 and no vocabulary "
+                           "is given to size it")
+        setattr(self, name, dataclasses.replace(config, vocab_size=self.vocabulary.vocab_size))
 
   def _net(self) -> IctNet:
     return IctNet(self.retriever_config, self.proj_dim, self.share_embedders)
@@ -168,7 +174,10 @@ class _RetrieverModel(BaseModel):
 @gin.configurable
 @dataclasses.dataclass
 class IctModel(_RetrieverModel):
-  """ORQA's inverse cloze task: a sentence must retrieve its own block among the batch's."""
+  """ORQA's inverse cloze task: a sentence must retrieve its own block among the batch's.
+
+  Batch: `pipelines.batching.ICT_BATCH`.
+  """
 
   def init_params(self, rng, batch):
     return self._net().init({"params": rng}, batch["query_ids"], batch["doc_ids"])["params"]
@@ -195,7 +204,10 @@ class IctModel(_RetrieverModel):
 @gin.configurable
 @dataclasses.dataclass
 class RealmPretrainModel(_RetrieverModel):
-  """Retrieval-augmented masked LM; candidate 0 of every example is the null document."""
+  """Retrieval-augmented masked LM; candidate 0 of every example is the null document.
+
+  Batch: `pipelines.batching.REALM_BATCH`.
+  """
   reader_config: BertConfig = None
   per_mask_marginal: bool = False
 
@@ -260,10 +272,8 @@ class RealmPretrainModel(_RetrieverModel):
 class OpenQAModel(_RetrieverModel):
   """ORQA fine-tuning: frozen document embeddings, trained query tower and span reader.
 
-  Batch: query_ids [B, Lq]; retrieved_doc_emb [B, N, D] and retrieved_valid /
-  retrieved_has_answer [B, N] for the larger retrieved set (MIPS order); reader_ids /
-  reader_types [B, R, Lr] for its first R blocks; body_start / body_len [B, R]; gold_spans
-  [B, R, Lr, W] (training only).
+  Batch: `pipelines.batching.OPEN_QA_BATCH` (the larger retrieved set's frozen embeddings,
+  the reader inputs of its first blocks, gold spans when training).
   """
   reader_config: BertConfig = None
   span_hidden: int = 256

@@ -71,7 +71,7 @@ class _Stages:
   def train(self, name, run_file, bindings) -> Path:
     from realm_bench import train as train_lib  # pylint: disable=g-import-not-at-top
     run_dir = self.runs / name
-    if (run_dir / train_lib.SUMMARY).exists():
+    if train_lib.finished(run_dir):
       _say(f"{name}: done already ({run_dir})")
       return run_dir
     _say(f"{name}: training ({run_file})")
@@ -147,7 +147,7 @@ def finetune_bindings(c: QuickstartConfig, warm_start: Path) -> list[str]:
 
 def run(*, out_dir, config: QuickstartConfig) -> list[Path]:
   """Runs every stage; returns the table files written."""
-  from realm_bench.reporting.tables import render_tables  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting.render import render_tables  # pylint: disable=g-import-not-at-top
   clock = time.perf_counter()
   s, ict = start(out_dir, config)
   c = config
@@ -155,17 +155,20 @@ def run(*, out_dir, config: QuickstartConfig) -> list[Path]:
   if "realm" in c.experiments:
     realm = s.train("realm_pretrain", "runs/pretrain.gin", pretrain_bindings(c, ict))
     s.recall("realm_recall_dev", "realm", realm)
-    tuned = s.train("realm_finetune", "runs/finetune.gin", finetune_bindings(c, realm))
+    tuned = s.train("realm_finetune", "runs/finetune.gin",
+                    finetune_bindings(c, realm) + ["EXPERIMENT = 'realm'"])
     s.evaluate("realm_eval_test", "realm", tuned, "test")
     s.evaluate("realm_eval_dev", "realm", tuned, "validation")
   if "closed_book" in c.experiments:
     warm = s.runs / "realm_pretrain" if "realm" in c.experiments else ict
     tuned = s.train("closed_book_finetune", "runs/finetune.gin",
-                    finetune_bindings(c, warm) + ["RETRIEVE = False"])
+                    finetune_bindings(c, warm) + ["RETRIEVE = False",
+                                                  "EXPERIMENT = 'closed_book'"])
     s.evaluate("closed_book_eval_test", "closed_book", tuned, "test", ["RETRIEVE = False"])
   if "orqa" in c.experiments:
     s.recall("orqa_recall_dev", "orqa", ict)
-    tuned = s.train("orqa_finetune", "runs/finetune.gin", finetune_bindings(c, ict))
+    tuned = s.train("orqa_finetune", "runs/finetune.gin",
+                    finetune_bindings(c, ict) + ["EXPERIMENT = 'orqa'"])
     s.evaluate("orqa_eval_test", "orqa", tuned, "test")
     s.evaluate("orqa_eval_dev", "orqa", tuned, "validation")
 
@@ -174,12 +177,3 @@ def run(*, out_dir, config: QuickstartConfig) -> list[Path]:
                         command=f"realm-bench quickstart --out {out_dir}", echo=True)
   _say(f"finished in {time.perf_counter() - clock:.0f} s; runs in {s.runs}")
   return files
-
-
-def cli_main(args, gin_bindings) -> int:
-  gin_utils.parse_gin(args.gin_file or ["runs/quickstart.gin"], gin_bindings)
-  config = QuickstartConfig()
-  gin.clear_config()
-  run(out_dir=args.out, config=config)
-  return 0
-

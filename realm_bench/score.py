@@ -158,12 +158,3 @@ def format_summary(summary: dict) -> str:
                  "(never match, as in the official evaluation)")
   lines.append(dumps(summary, sort_keys=True))
   return "\n".join(lines)
-
-
-def cli_main(args, gin_bindings) -> int:
-  if gin_bindings:
-    raise InputError(f"`score` takes no gin bindings, got {gin_bindings[0]!r}")
-  summary = score_files(references=args.references, predictions=args.predictions,
-                        regex=args.regex, per_example=args.per_example)
-  print(format_summary(summary))
-  return 0

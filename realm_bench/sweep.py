@@ -13,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Sequence
 
 import gin
 
-from realm_bench import gin_utils, quickstart
+from realm_bench import quickstart
 from realm_bench.errors import InputError
 
 
@@ -44,17 +43,18 @@ def parse_values(text: str) -> tuple[int, ...]:
 
 def run(*, out_dir, sweep: SweepConfig, stages: quickstart.QuickstartConfig) -> list[Path]:
   """Runs every sweep point (skipping finished stages); returns the table files written."""
-  from realm_bench.reporting.tables import render_tables  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting.render import render_tables  # pylint: disable=g-import-not-at-top
   clock = time.perf_counter()
   s, ict = quickstart.start(out_dir, stages)
   for value in sweep.values:
     name = f"{sweep.experiment}_refresh_{value:04d}"
+    experiment = [f"EXPERIMENT = '{sweep.experiment}'"]
     pretrain = s.train(f"{name}_pretrain", "runs/pretrain.gin",
                        quickstart.pretrain_bindings(stages, ict)
-                       + [f"REFRESH_EVERY = {value}", *sweep.pretrain_bindings])
+                       + [f"REFRESH_EVERY = {value}", *experiment, *sweep.pretrain_bindings])
     s.recall(f"{name}_recall_dev", sweep.experiment, pretrain)
     tuned = s.train(f"{name}_finetune", "runs/finetune.gin",
-                    quickstart.finetune_bindings(stages, pretrain))
+                    quickstart.finetune_bindings(stages, pretrain) + experiment)
     s.evaluate(f"{name}_eval_dev", sweep.experiment, tuned, "validation")
   values = ",".join(str(v) for v in sweep.values)
   files = render_tables(runs_dir=s.runs, formats=["md"], out_dir=s.out / "tables",
@@ -62,13 +62,3 @@ def run(*, out_dir, sweep: SweepConfig, stages: quickstart.QuickstartConfig) -> 
                         echo=True)
   print(f"sweep finished in {time.perf_counter() - clock:.0f} s; runs in {s.runs}", flush=True)
   return files
-
-
-def cli_main(args, gin_bindings: Sequence[str]) -> int:
-  gin_utils.parse_gin(args.gin_file or ["experiments/staleness.gin"], gin_bindings)
-  sweep, stages = SweepConfig(), quickstart.QuickstartConfig()
-  if args.values:
-    sweep = dataclasses.replace(sweep, values=parse_values(args.values))
-  gin.clear_config()
-  run(out_dir=args.out, sweep=sweep, stages=stages)
-  return 0

@@ -5,8 +5,11 @@ Gin binds it (`from realm_bench import train as train_lib`, `train_lib.train.mod
 pre-training and Open-QA fine-tuning: the model and its input pipeline are what differ.
 
 A run directory holds `config.gin` (the full config), `operative_config.gin`,
-`checkpoints/`, `metrics.jsonl`, `tb/`, `index/` (retrieval runs) and `train_summary.json`.
-Rerunning the same command resumes from the newest checkpoint at the same data position.
+`checkpoints/`, `metrics.jsonl`, `tb/`, `index/` (retrieval runs) and, once the run has
+finished, `record.json`: a run record of kind "train" whose lineage is the warm-start run's
+record, so evaluations and tables can join the history (refresh interval, staleness) of every
+run behind a number. Rerunning the same command resumes from the newest checkpoint at the same
+data position.
 """
 from __future__ import annotations
 
@@ -15,32 +18,47 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import gin
 import jax
 
 from realm_bench import checkpoints, gin_utils, models, optim
-from realm_bench.inputs import Pipeline
-from realm_bench.io_utils import atomic_write_json
+from realm_bench.iteration import StopAtStep
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
 from realm_bench.partitioning import Partitioner
-from realm_bench.reporting.records import git_commit, hardware_info
-from realm_bench.trainer import EXTRA_HOOKS, Trainer, restore_or_initialize, train_loop
-
-SUMMARY = "train_summary.json"
+from realm_bench.pipelines.base import Pipeline
+from realm_bench.reporting.records import (RECORD_NAME, RunRecord, git_commit, hardware_info,
+                                           read_record, write_record)
+from realm_bench.tasks.data import SequenceLengths
+from realm_bench.trainer import Trainer, restore_hooks, restore_or_initialize, train_loop
 
 
 def _now() -> str:
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def finished(run_dir) -> bool:
+  """Whether a training run has written its record (it does so only at its last step)."""
+  path = Path(run_dir) / RECORD_NAME
+  return path.exists() and read_record(path).kind == "train"
+
+
+def record_id(run_dir) -> str | None:
+  """The run_id of the record a run folder holds, None when it has none (e.g. a converted
+  checkpoint, or a run of an older version of this project)."""
+  path = Path(run_dir) / RECORD_NAME
+  return read_record(path).run_id if path.exists() else None
+
+
 def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
-          batch_size: int, learning_rate: float, warmup_steps: int = 0,
+          batch_size: int, learning_rate: float, sequence_lengths: SequenceLengths,
+          experiment: str, scale: str = "synthetic", warmup_steps: int = 0,
           weight_decay: float = 0.01, checkpoint_every: int = 100, log_every: int = 10,
           keep_checkpoints: int = 2, seed: int = 0, warm_start_from: str | None = None,
           warm_start_keys: Sequence[str] = ("retriever", "reader"),
           partitioner: Partitioner | None = None, progress: bool = True,
           stop_at_step: int | None = None) -> dict:
-  """Trains `model` on `pipeline`'s batches; returns (and writes) the run's summary.
+  """Trains `model` on `pipeline`'s batches; returns (and, when finished, writes) its record.
 
   `stop_at_step` ends this process early (after checkpointing), as a preemption would: the
   schedule still runs to `num_steps`, and rerunning the command resumes.
@@ -53,13 +71,15 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   warm_params = None
   if warm_start_from:
     warm_params = checkpoints.load_params(Path(warm_start_from) / "checkpoints")
-  pipeline.setup(model=model, run_dir=run_dir, warm_start_params=warm_params)
+  pipeline.setup(model=model, run_dir=run_dir, sequence_lengths=sequence_lengths,
+                 warm_start_params=warm_params)
   try:   # the pipeline may have started an index builder: stop it however this ends
     batches = pipeline.stream(batch_size=batch_size, seed=seed)
     optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
                                      total_steps=num_steps, weight_decay=weight_decay)
     trainer = Trainer(model, optimizer, partitioner, dropout_seed=seed)
     manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
+    hooks = pipeline.hooks() + ([] if stop_at_step is None else [StopAtStep(stop_at_step)])
     rng = jax.random.PRNGKey(seed)
     state, start_step, extra = restore_or_initialize(
         trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
@@ -70,31 +90,33 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       state = state.replace(params=jax.tree.map(
           lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
     if start_step > 0:
-      pipeline.restore(extra.get(EXTRA_HOOKS, {}), state.params, start_step)
+      restore_hooks(hooks, extra, state.params, start_step)
 
     writer = MetricsWriter(run_dir)
     try:
       result = train_loop(
           trainer=trainer, state=state, batches=batches, start_step=start_step,
           num_steps=num_steps, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
-          log_every=log_every, metrics_writer=writer,
-          before_step=lambda step, st, raw: pipeline.prepare(step, st.params, raw),
-          after_step=(None if stop_at_step is None else lambda step, *_: step >= stop_at_step),
-          data_state_fn=pipeline.checkpoint_extra, progress=progress)
+          log_every=log_every, metrics_writer=writer, prepare=pipeline.prepare, hooks=hooks,
+          progress=progress)
     finally:
       writer.close()
       manager.close()
   finally:
     pipeline.close()
 
-  summary = {
-      "run_dir": str(run_dir), "steps": result.step, "resumed_from_step": start_step,
-      "final_metrics": result.metrics, "warm_start_from": warm_start_from,
-      "seconds_this_process": round(time.perf_counter() - clock, 2),
-      "start_time": started, "end_time": _now(), "git_commit": git_commit(),
-      "hardware": hardware_info(), "pipeline": pipeline.summary(),
-  }
+  summary = pipeline.summary()
+  record = RunRecord(
+      run_id=run_dir.name, kind="train", experiment=experiment,
+      lineage=record_id(warm_start_from) if warm_start_from else None,
+      task=pipeline.task_name, dataset=pipeline.dataset, split="train", scale=scale,
+      metrics=result.metrics, num_examples=pipeline.num_examples,
+      gin_config=gin.config_str(), git_commit=git_commit(), hardware=hardware_info(),
+      start_time=started, end_time=_now(), steps=result.step,
+      index_manifests=summary.get("index_manifests", []), params=summary.get("params", {}),
+      stats={**summary.get("stats", {}), "resumed_from_step": start_step,
+             "seconds_this_process": round(time.perf_counter() - clock, 2)})
   gin_utils.write_operative_config(run_dir)
-  if result.step == num_steps:  # the summary marks a finished run; evaluations read it
-    atomic_write_json(run_dir / SUMMARY, summary)
-  return summary
+  if result.step == num_steps:  # the record marks a finished run; evaluations read it
+    write_record(run_dir, record)
+  return record

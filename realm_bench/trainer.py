@@ -6,30 +6,19 @@ iterator whose position is saved with every checkpoint, and metrics rows after t
 step are dropped. A run killed at any moment and restarted therefore ends with the same
 parameters and the same `metrics.jsonl` as one that was never interrupted.
 
-Hooks (t5x "actions") let a model do host-side work around each step without the loop
-knowing what it is; REALM uses them to retrieve against the current index and refresh it:
-
-  before_step(step, state, batch) -> batch
-      `step` is the number of updates done so far (the update about to run is step+1).
-      Returns the batch to train on (e.g. with retrieved blocks added). Host-side metrics
-      (e.g. index staleness) go in the returned batch under HOST_METRICS_KEY as a dict of
-      numbers; the loop removes them before the step and logs them with the step's metrics.
-  after_step(step, state, metrics) -> bool | None
-      `step` is the number of updates done, `metrics` the step's host floats (device metrics
-      plus host metrics). Returning True stops training after this step (with a checkpoint).
-  data_state_fn() -> dict
-      JSON-serialisable state the hooks need to continue exactly (e.g. the index version);
-      saved in every checkpoint's extra under EXTRA_HOOKS, returned by restore_or_initialize.
-The state passed to hooks is donated to the next step: use it within the call, do not keep it.
+Between steps the loop runs `StepHook`s (t5x "actions", see `iteration.py`) and the input
+pipeline's `prepare`, in this order: every hook's `before_step` (REALM's index refresh, which
+returns the step's staleness as host metrics), then `prepare(step, params, raw)`, which turns the
+raw examples into the model batch (REALM retrieves against the index here). Hook state is saved
+in every checkpoint's extra under EXTRA_HOOKS, one entry per hook name.
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import sys
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import gin
 import jax
@@ -40,14 +29,15 @@ from flax.core import meta
 from realm_bench import optim
 from realm_bench.checkpoints import CheckpointManager
 from realm_bench.errors import InputError
+from realm_bench.iteration import (DATA_STATE_FIELD, HOST_METRICS_KEY, DeterministicIterator,
+                                   StepHook)
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
 from realm_bench.partitioning import Partitioner
 from realm_bench.train_state import TrainState
 
-HOST_METRICS_KEY = "__metrics__"
 # Keys of the `extra` dict saved with every checkpoint.
-EXTRA_DATA = "data_iterator"
+EXTRA_DATA = DATA_STATE_FIELD
 EXTRA_HOOKS = "hooks"
 EXTRA_DROPOUT_SEED = "dropout_seed"
 EXTRA_STEP = "step"
@@ -68,61 +58,6 @@ class TrainingDiverged(RuntimeError):
         f"grad_norm={metrics.get('grad_norm')}; the update was not applied and the last good "
         f"state (step {last_good_step}) is checkpointed in {checkpoint_dir}. Lower the learning "
         f"rate or inspect the batch of step {step}.")
-
-
-class DeterministicIterator:
-  """A batch iterator that can report and jump to its position, so resume replays the data.
-
-  Protocol the loop relies on: `next()`, `get_state() -> JSON dict`, `set_state(dict)`.
-  `make_iterator(seed, position)` must yield the batches from `position` on (it may skip
-  efficiently, e.g. by seeking in a file); `from_iterable` wraps anything that restarts from
-  the beginning on each `iter()` and skips by consuming.
-  """
-
-  def __init__(self, make_iterator: Callable[[int, int], Iterable[Mapping[str, Any]]], *,
-               seed: int = 0, position: int = 0):
-    self._make_iterator = make_iterator
-    self.seed = int(seed)
-    self.position = int(position)
-    self._iterator: Iterator | None = None
-    self._peeked: list = []
-
-  @classmethod
-  def from_iterable(cls, iterable: Iterable[Mapping[str, Any]], *,
-                    seed: int = 0) -> DeterministicIterator:
-    return cls(lambda _, position: itertools.islice(iter(iterable), position, None), seed=seed)
-
-  def __iter__(self) -> DeterministicIterator:
-    return self
-
-  def __next__(self) -> Mapping[str, Any]:
-    item = self.peek()
-    self._peeked.clear()
-    self.position += 1
-    return item
-
-  def peek(self) -> Mapping[str, Any]:
-    """The next batch without consuming it (e.g. to initialise parameters from its shapes)."""
-    if not self._peeked:
-      if self._iterator is None:
-        self._iterator = iter(self._make_iterator(self.seed, self.position))
-      self._peeked.append(next(self._iterator))
-    return self._peeked[0]
-
-  def get_state(self) -> dict[str, int]:
-    return {"seed": self.seed, "position": self.position}
-
-  def set_state(self, state: Mapping[str, Any]) -> None:
-    for key in ("seed", "position"):
-      if not isinstance(state.get(key), int) or state[key] < 0:
-        raise InputError(f"expected a non-negative integer, got {state.get(key)!r}",
-                         field=f"{EXTRA_DATA}.{key}")
-    if state["seed"] != self.seed:
-      raise InputError(f"the checkpoint's data were drawn with seed {state['seed']}, this run "
-                       f"uses seed {self.seed}", field=f"{EXTRA_DATA}.seed")
-    self.position = state["position"]
-    self._iterator = None
-    self._peeked.clear()
 
 
 @gin.configurable
@@ -270,17 +205,41 @@ def _host_metrics(batch: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, f
   return batch, {k: float(v) for k, v in extra.items()}
 
 
+def _merge_host_metrics(into: dict[str, float], more: Mapping[str, Any], where: str) -> None:
+  clash = sorted(set(into) & set(more))
+  if clash:
+    raise ValueError(f"{where} metrics {clash} clash with metrics already reported")
+  into.update({k: float(v) for k, v in more.items()})
+
+
+def hook_states(hooks: Sequence[StepHook]) -> dict[str, dict]:
+  """What every checkpoint saves under EXTRA_HOOKS: each hook's state by its name."""
+  names = [h.name for h in hooks]
+  if len(set(names)) != len(names):
+    raise ValueError(f"hook names must be unique, got {names}")
+  return {h.name: h.state() for h in hooks}
+
+
+def restore_hooks(hooks: Sequence[StepHook], extra: Mapping[str, Any], params,
+                  step: int) -> None:
+  """Hands each hook the state its checkpoint saved (`extra` as restore_or_initialize gave)."""
+  saved = extra.get(EXTRA_HOOKS, {})
+  for hook in hooks:
+    hook.restore(saved.get(hook.name, {}), params, step)
+
+
 def train_loop(*, trainer: Trainer, state: TrainState, batches: DeterministicIterator,
                start_step: int, num_steps: int, checkpoint_manager: CheckpointManager,
                checkpoint_every: int, log_every: int, metrics_writer: MetricsWriter,
-               before_step: Callable[[int, TrainState, dict], dict] | None = None,
-               after_step: Callable[[int, TrainState, dict], bool | None] | None = None,
-               data_state_fn: Callable[[], dict] | None = None,
-               progress: bool = True) -> LoopResult:
+               prepare: Callable[[int, Any, Any], Mapping[str, Any]] | None = None,
+               hooks: Sequence[StepHook] = (), progress: bool = True) -> LoopResult:
   """Trains from `start_step` until the state has taken `num_steps` updates in total.
 
   `num_steps` is the run's total, not a count for this call, so a restarted run passes the
-  same value. Metrics are logged every `log_every` steps and at the end; checkpoints are
+  same value. Before each update the hooks' `before_step` run, then `prepare(step, params,
+  raw)` turns the iterator's raw item into the model batch (the item itself when None); after
+  it the hooks' `after_step` run, and any of them returning True stops training (with a
+  checkpoint). Metrics are logged every `log_every` steps and at the end; checkpoints are
   saved every `checkpoint_every` steps (0: only at the end) and at the end. Raises
   TrainingDiverged on a NaN/inf loss after checkpointing the last good state.
   """
@@ -302,7 +261,7 @@ def train_loop(*, trainer: Trainer, state: TrainState, batches: DeterministicIte
     if saved_step == step:
       return
     extra = {EXTRA_STEP: step, EXTRA_DATA: data_state, EXTRA_DROPOUT_SEED: trainer.dropout_seed,
-             EXTRA_HOOKS: data_state_fn() if data_state_fn is not None else {}}
+             EXTRA_HOOKS: hook_states(hooks)}
     checkpoint_manager.save(step, state, extra)
     saved_step = step
 
@@ -312,13 +271,17 @@ def train_loop(*, trainer: Trainer, state: TrainState, batches: DeterministicIte
     while step < num_steps:
       data_state = batches.get_state()
       try:
-        batch = next(batches)
+        raw = next(batches)
       except StopIteration:
         raise InputError(f"the data ran out before step {step + 1} of {num_steps}",
                          field="num_steps") from None
-      if before_step is not None:
-        batch = before_step(step, state, batch)
-      batch, host_metrics = _host_metrics(batch)
+      host_metrics: dict[str, float] = {}
+      for hook in hooks:
+        _merge_host_metrics(host_metrics, hook.before_step(step, state.params),
+                            f"hook {hook.name!r}")
+      batch = prepare(step, state.params, raw) if prepare is not None else raw
+      batch, prepared_metrics = _host_metrics(batch)
+      _merge_host_metrics(host_metrics, prepared_metrics, "prepared batch")
       state, device_metrics = trainer.train_step(state, batch)
       metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
       if not (math.isfinite(metrics["loss"]) and math.isfinite(metrics["grad_norm"])):
@@ -328,9 +291,11 @@ def train_loop(*, trainer: Trainer, state: TrainState, batches: DeterministicIte
       step += 1
       clash = sorted(set(host_metrics) & set(metrics))
       if clash:
-        raise ValueError(f"before_step metrics {clash} clash with the step's own metrics")
+        raise ValueError(f"host metrics {clash} clash with the step's own metrics")
       metrics.update(host_metrics)
-      stop = bool(after_step(step, state, metrics)) if after_step is not None else False
+      stop = False
+      for hook in hooks:
+        stop = bool(hook.after_step(step, metrics)) or stop
       last = stop or step == num_steps
       if step % log_every == 0 or last:
         now = time.monotonic()

@@ -43,3 +43,6 @@ def make_task(kind: str) -> seqio.Task:
 
 def make_tasks() -> list[seqio.Task]:
   return [make_task("world"), make_task("data")]
+
+
+TASK_NAMES = (task_name("world"), task_name("data"))

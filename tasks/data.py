@@ -122,19 +122,45 @@ def _existing_root(path, kind: str) -> Path:
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
 class SequenceLengths:
-  """Wordpiece budgets (macros QUERY_LEN, BLOCK_LEN), both counting [CLS] and [SEP]s.
+  """Wordpiece budgets, counting [CLS] and [SEP]s. The entry functions take one (bound from the
+  macros QUERY_LEN, BLOCK_LEN, READER_LEN) and pass it down to the pipelines and, as seqio's
+  `sequence_length`, to the tasks, so the model, the batches and the tasks cannot disagree.
 
   query: a question or a masked pre-training sentence, `[CLS] x [SEP]` (96 in the paper).
   block: a corpus block, `[CLS] title [SEP] body [SEP]` (288 in the paper).
+  reader: the knowledge-augmented encoder's input, a query joined with a block; None is the
+    shortest that holds the longest query and block (the smallest compiled step).
   """
   query: int = 96
   block: int = 288
+  reader: int | None = None
 
   def __post_init__(self):
-    if self.query < 3:
-      raise InputError(f"QUERY_LEN must be at least 3 ([CLS] token [SEP]), got {self.query}")
-    if self.block < 4:
-      raise InputError(f"BLOCK_LEN must be at least 4 ([CLS] [SEP] body [SEP]), got {self.block}")
+    if not isinstance(self.query, int) or self.query < 3:
+      raise InputError(f"must be at least 3 ([CLS] token [SEP]), got {self.query!r}",
+                       field="QUERY_LEN")
+    if not isinstance(self.block, int) or self.block < 4:
+      raise InputError(f"must be at least 4 ([CLS] [SEP] body [SEP]), got {self.block!r}",
+                       field="BLOCK_LEN")
+    if self.reader is not None and (not isinstance(self.reader, int) or self.reader < 4):
+      raise InputError(f"must be None or at least 4, got {self.reader!r}", field="READER_LEN")
+
+  def for_queries(self) -> dict[str, int]:
+    """seqio `sequence_length` of the Open-QA and pre-training tasks."""
+    return {"inputs": self.query, "targets": self.query}
+
+  def for_blocks(self) -> dict[str, int]:
+    """seqio `sequence_length` of the corpus tasks."""
+    return {"inputs": self.block}
+
+
+def feature_length(sequence_length, key: str, task_kind: str) -> int:
+  """`sequence_length[key]`, which the realm-bench tasks need to know their budgets."""
+  if not sequence_length or sequence_length.get(key) is None:
+    raise InputError(f"the {task_kind} tasks need sequence_length[{key!r}] (pass "
+                     f"SequenceLengths().for_queries() or .for_blocks() to get_dataset)",
+                     field="sequence_length")
+  return int(sequence_length[key])
 
 
 def _missing(root: Path, relpath: str, kind: str, also: str = "") -> InputError:

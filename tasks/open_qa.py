@@ -17,6 +17,7 @@ from typing import Any
 
 import seqio
 
+from realm_bench.errors import InputError
 from realm_bench.tasks import data
 from realm_bench.tasks import preprocessors
 
@@ -29,12 +30,13 @@ class OpenQASpec:
   folder: str    # ROOT/open_qa/<folder>/
   metric: str    # metric function in METRICS_MODULE
   title: str
+  dataset: str   # what run records and tables call it
 
 
 SPECS = (
-    OpenQASpec("nq_open", "nq", "exact_match_metric", "NQ-Open"),
-    OpenQASpec("web_questions", "wq", "exact_match_metric", "WebQuestions"),
-    OpenQASpec("curated_trec", "trec", "regex_match_metric", "CuratedTREC (regex answers)"),
+    OpenQASpec("nq_open", "nq", "exact_match_metric", "NQ-Open", "nq"),
+    OpenQASpec("web_questions", "wq", "exact_match_metric", "WebQuestions", "wq"),
+    OpenQASpec("curated_trec", "trec", "regex_match_metric", "CuratedTREC (regex answers)", "ct"),
 )
 
 
@@ -66,7 +68,7 @@ class PostprocessByName(_ByName):
     return self.resolve()(output_or_target, example=example, is_target=is_target)
 
 
-def task_name(spec: OpenQASpec, kind: str) -> str:
+def task_name_of(spec: OpenQASpec, kind: str) -> str:
   return f"realm_bench.{'synthetic.' if kind == 'world' else ''}{spec.name}"
 
 
@@ -77,7 +79,7 @@ def make_task(spec: OpenQASpec, kind: str) -> seqio.Task:
       make=lambda root, split: data.open_qa_dataset(root, spec.folder, split, kind=kind),
       splits=tuple(data.SPLIT_FILES))
   return seqio.Task(
-      task_name(spec, kind),
+      task_name_of(spec, kind),
       source=source,
       output_features={"inputs": preprocessors.token_feature()},
       preprocessors=[preprocessors.tokenize_query],
@@ -87,3 +89,17 @@ def make_task(spec: OpenQASpec, kind: str) -> seqio.Task:
 
 def make_tasks() -> list[seqio.Task]:
   return [make_task(spec, kind) for kind in ("world", "data") for spec in SPECS]
+
+
+def spec_of(task_name: str) -> OpenQASpec:
+  for spec in SPECS:
+    if task_name in (task_name_of(spec, "world"), task_name_of(spec, "data")):
+      return spec
+  raise InputError(f"{task_name!r} is not an Open-QA task (known: "
+                   f"{', '.join(t.name for t in make_tasks())})", field="qa_task")
+
+
+def answers_are_regex(task_name: str) -> bool:
+  """Whether a task's answers are regular expressions (CuratedTREC), read from the metric it
+  registers with, so batching, Recall@k and scoring cannot disagree with the task."""
+  return spec_of(task_name).metric == "regex_match_metric"

@@ -1,8 +1,11 @@
 """seqio preprocessors: BERT-style inputs for questions and blocks, and pre-training masks.
 
-Lengths come from `data.SequenceLengths` (macros QUERY_LEN, BLOCK_LEN) rather than seqio's
-`sequence_length`, because the model, the index and the tasks must agree on one budget and
-seqio's only trims. Every preprocessor resolves the vocabulary from the task's `inputs`
+Lengths are seqio's `sequence_length`, which the entry functions build from one
+`data.SequenceLengths` (macros QUERY_LEN, BLOCK_LEN) that they also hand the model's batching,
+so the tasks and the batches cannot disagree: `inputs` is the query budget of the Open-QA and
+pre-training tasks and the block budget of the corpus tasks. Each preprocessor cuts text to fit
+its budget (a block's body first) and records the cut wordpieces' offsets; seqio's own trimming
+then finds nothing to cut. Every preprocessor resolves the vocabulary from the task's `inputs`
 feature when the dataset is built, i.e. after gin has named VOCAB_PATH.
 
 Masking is one gin knob, `mask_tokens.strategy` (macro MASKING):
@@ -45,10 +48,11 @@ def _wrap(ids: tf.Tensor, vocab) -> tf.Tensor:
   return tf.concat([[vocab.cls_id], ids, [vocab.sep_id]], axis=0)
 
 
-def tokenize_query(dataset: tf.data.Dataset, output_features) -> tf.data.Dataset:
+def tokenize_query(dataset: tf.data.Dataset, output_features,
+                   sequence_length) -> tf.data.Dataset:
   """question -> inputs = [CLS] question [SEP], at most QUERY_LEN ids (not padded)."""
   vocab = task_vocabulary(output_features)
-  budget = data.SequenceLengths().query - 2
+  budget = data.feature_length(sequence_length, "inputs", "Open-QA") - 2
 
   def fn(ex):
     ex = dict(ex)
@@ -58,7 +62,8 @@ def tokenize_query(dataset: tf.data.Dataset, output_features) -> tf.data.Dataset
   return dataset.map(fn, num_parallel_calls=AUTOTUNE)
 
 
-def tokenize_block(dataset: tf.data.Dataset, output_features) -> tf.data.Dataset:
+def tokenize_block(dataset: tf.data.Dataset, output_features,
+                   sequence_length) -> tf.data.Dataset:
   """title, body -> inputs = [CLS] title [SEP] body [SEP] within BLOCK_LEN, body cut first.
 
   `title_ids`/`body_ids` are the kept wordpieces without specials, so the reader's
@@ -66,7 +71,7 @@ def tokenize_block(dataset: tf.data.Dataset, output_features) -> tf.data.Dataset
   are each kept body wordpiece's character offsets into `body`, to cut answer text back out.
   """
   vocab = task_vocabulary(output_features)
-  block_len = data.SequenceLengths().block
+  block_len = data.feature_length(sequence_length, "inputs", "corpus")
 
   def fn(ex):
     ex = dict(ex)
@@ -122,7 +127,7 @@ def _random_span_mask(n, seed, rate, p, max_len):
 
 
 @gin.configurable
-def mask_tokens(dataset: tf.data.Dataset, output_features, *,
+def mask_tokens(dataset: tf.data.Dataset, output_features, sequence_length, *,
                 strategy: str = "salient_span", rate: float = 0.15,
                 span_geometric_p: float = 0.2, max_span_length: int = 10,
                 seed: int = 0) -> tf.data.Dataset:
@@ -140,7 +145,7 @@ def mask_tokens(dataset: tf.data.Dataset, output_features, *,
     raise InputError("mask_tokens needs 0 < span_geometric_p < 1 and max_span_length >= 1, got "
                      f"{span_geometric_p} and {max_span_length}")
   vocab = task_vocabulary(output_features)
-  budget = data.SequenceLengths().query - 2
+  budget = data.feature_length(sequence_length, "inputs", "pre-training") - 2
 
   def tokenize(index, ex):
     ids, starts, ends = vocab.tokenize_with_offsets_tf(ex["text"])

@@ -11,7 +11,6 @@ import numpy as np
 import tensorflow as tf
 
 from realm_bench.errors import InputError
-from realm_bench.gin_utils import parse_gin
 
 DEFAULT_GIN_FILE = "tasks.gin"
 
@@ -34,8 +33,10 @@ def _format(value, feature) -> str:
   return str(value)
 
 
-def show(name: str, *, split: str, num: int) -> None:
+def show(name: str, *, split: str, num: int, sequence_lengths) -> None:
+  """Prints `num` examples of a task split, with the ids decoded."""
   import seqio  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import corpus  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import data  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import registry  # pylint: disable=g-import-not-at-top
 
@@ -44,7 +45,9 @@ def show(name: str, *, split: str, num: int) -> None:
   task = seqio.get_mixture_or_task(name)
   if split not in task.splits:
     raise InputError(f"task {name} has no split {split!r}; it has {', '.join(task.splits)}")
-  ds = task.get_dataset(split=split, shuffle=False).take(num)
+  lengths = (sequence_lengths.for_blocks() if name in corpus.TASK_NAMES
+             else sequence_lengths.for_queries())
+  ds = task.get_dataset(sequence_length=lengths, split=split, shuffle=False).take(num)
   try:
     for i, ex in enumerate(ds.as_numpy_iterator(), start=1):
       print(f"{name}  {split}  example {i}")
@@ -57,17 +60,12 @@ def show(name: str, *, split: str, num: int) -> None:
     raise error from None
 
 
-def cli_main(args, gin_bindings) -> int:
-  parse_gin([DEFAULT_GIN_FILE, *args.gin_file], gin_bindings)
-  from realm_bench.tasks import registry  # pylint: disable=g-import-not-at-top
+def listing() -> str:
+  """One line per realm-bench task: name, source, metric and splits."""
   import seqio  # pylint: disable=g-import-not-at-top
-
-  if args.name is None:
-    for name in registry.task_names():
-      task = seqio.get_mixture_or_task(name)
-      print(f"{_describe(task)}  splits: {', '.join(task.splits)}")
-    return 0
-  if args.num < 1:
-    raise InputError(f"--num must be at least 1, got {args.num}")
-  show(args.name, split=args.split, num=args.num)
-  return 0
+  from realm_bench.tasks import registry  # pylint: disable=g-import-not-at-top
+  lines = []
+  for name in registry.task_names():
+    task = seqio.get_mixture_or_task(name)
+    lines.append(f"{_describe(task)}  splits: {', '.join(task.splits)}")
+  return "\n".join(lines)

@@ -96,6 +96,11 @@ class WordPieceVocabulary(seqio.Vocabulary):
     self._vocab_tensor = None
     self._offsets_fn = None
 
+  def __reduce__(self):
+    # Pickled by path (a spawned index builder gets the model, vocabulary included): the
+    # TensorFlow tables it builds lazily cannot be pickled, and are rebuilt on first use.
+    return _load, (str(self._path),)
+
   @property
   def path(self) -> Path:
     return self._path
@@ -349,19 +354,7 @@ def _texts_from_file(path: Path) -> Iterable[str]:
       yield from (line.rstrip("\n") for line in f)
 
 
-def cli_main(args, gin_bindings) -> int:
-  """`realm-bench vocab (--world DIR | --text FILE ...) --size N --out vocab.txt`."""
-  del gin_bindings  # learning a vocabulary has no gin knobs
-  if bool(args.world) == bool(args.text):
-    raise InputError("give either --world DIR or one or more --text FILE")
-  if args.world:
-    root = Path(args.world)
-    if not root.is_dir():
-      raise InputError("world folder does not exist; make one with `realm-bench world --out DIR`",
-                       path=root)
-    texts = texts_from_world(root)
-  else:
-    texts = (t for name in args.text for t in _texts_from_file(Path(name)))
-  tokens = learn_vocabulary(texts=texts, size=args.size, out=args.out)
-  print(f"wrote {len(tokens)} wordpieces to {args.out}")
-  return 0
+def texts_from_files(paths) -> Iterable[str]:
+  """Every text of the JSONL or TSV corpus files, in order."""
+  for path in paths:
+    yield from _texts_from_file(Path(path))

@@ -28,7 +28,6 @@ from typing import Callable
 import gin
 
 from realm_bench.errors import InputError
-from realm_bench.gin_utils import parse_gin
 from realm_bench.io_utils import (atomic_write_json, atomic_write_jsonl, atomic_write_text,
                                   sha256_file)
 
@@ -657,11 +656,3 @@ def summary(manifest: dict, out_dir) -> str:
           f"near-name distractors), {c['blocks']} corpus blocks, {c['facts']} facts "
           f"(train/dev/test {'/'.join(str(c['facts_per_split'][s]) for s in SPLITS)}), "
           f"{c['pretrain_sentences']} pre-training sentences; questions train/dev/test: {q}.")
-
-
-def cli_main(args, gin_bindings) -> int:
-  """`realm-bench world --out DIR [--gin_file F] [--gin.K=V]`."""
-  parse_gin(args.gin_file or ["world/default.gin"], gin_bindings)
-  manifest = generate(out_dir=args.out, config=WorldConfig())
-  print(summary(manifest, args.out))
-  return 0

@@ -7,3 +7,14 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
+import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+@pytest.fixture(autouse=True)
+def _no_gin_config_from_other_tests():
+  """Gin's config is process-global: a test that parsed run files must not bind the defaults
+  of configurables another test constructs by hand."""
+  gin.clear_config()
+  yield

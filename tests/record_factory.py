@@ -8,7 +8,7 @@ from realm_bench.reporting.records import RunRecord, write_record
 
 def make_record(**overrides) -> RunRecord:
   fields = dict(
-      run_id="run-0", experiment="realm", cells=[], task="open_qa_nq", dataset="nq",
+      run_id="run-0", kind="evaluate", experiment="realm", lineage=None, cells=[], task="open_qa_nq", dataset="nq",
       split="test", scale="synthetic", metrics={"exact_match": 40.0}, num_examples=100,
       gin_config="train.steps = 10\n", git_commit="0" * 40, hardware={"cpu_count": 2},
       start_time="2024-01-01T00:00:00+00:00", end_time="2024-01-01T00:10:00+00:00", steps=10,
@@ -16,6 +16,8 @@ def make_record(**overrides) -> RunRecord:
   fields.update(overrides)
   if fields["recall_matcher"] is None and any(m.startswith("recall@") for m in fields["metrics"]):
     fields["recall_matcher"] = "string"
+    if "kind" not in overrides:
+      fields["kind"] = "recall"
   return RunRecord(**fields)
 
 

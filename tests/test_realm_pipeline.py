@@ -67,12 +67,12 @@ def realm(world, ict):
 
 
 def test_pretraining_refreshes_the_index_and_logs_staleness(world, realm):
-  run_dir, summary = realm
+  run_dir, record = realm
   rows = _metrics(run_dir)
   assert [r["staleness"] for r in rows] == [0, 1, 0, 1, 0, 1]
   assert [r["index_embedder_step"] for r in rows] == [0, 0, 2, 2, 4, 4]
-  assert summary["pipeline"]["num_refreshes"] == 3
-  assert summary["pipeline"]["staleness_mean"] == 0.5
+  assert record.stats["num_refreshes"] == 3
+  assert record.stats["staleness_mean"] == 0.5
   versions = sorted(p.name for p in (run_dir / "index").glob("v*"))
   assert versions[-1] == "v00000004"
   latest = (run_dir / "index" / "LATEST").read_text().strip()
@@ -85,9 +85,9 @@ def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):
   # Stop after 3 steps (mid refresh interval), then rerun the same command.
   _train(world, "runs/pretrain.gin", "resumed", stop_at_step=3, NUM_STEPS=6, REFRESH_EVERY=2,
          WARM_START=str(ict))
-  summary = _train(world, "runs/pretrain.gin", "resumed", NUM_STEPS=6, REFRESH_EVERY=2,
-                   WARM_START=str(ict))
-  assert summary["resumed_from_step"] == 3
+  record = _train(world, "runs/pretrain.gin", "resumed", NUM_STEPS=6, REFRESH_EVERY=2,
+                  WARM_START=str(ict))
+  assert record.stats["resumed_from_step"] == 3
   assert _metrics(world / "resumed") == _metrics(realm[0])
 
 
@@ -99,7 +99,9 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   metrics = gin.get_configurable(eval_lib.evaluate)()
   record = read_record(world / "eval" / "record.json")
   assert record.metrics == metrics and 0.0 <= metrics["exact_match"] <= 100.0
-  assert record.scale == "synthetic" and record.split == "test" and record.steps == 6
+  assert record.scale == "synthetic" and record.split == "test" and record.steps == 3
+  assert record.kind == "evaluate" and record.lineage == "ft"
+  assert read_record(world / "ft").lineage == "ict" and read_record(world / "ict").lineage is None
   assert record.index_manifests and "ft" in (world / "eval" / "config.gin").read_text()
   # infer writes the ORQA format, and `score` agrees with the record.
   out = world / "pred.jsonl"
@@ -114,16 +116,19 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   assert summary["missing_predictions"] == 0
 
 
-def test_records_carry_the_refresh_interval_and_staleness_of_their_lineage(world, realm):
+def test_tables_join_the_refresh_interval_and_staleness_of_the_lineage(world, realm):
+  from realm_bench.reporting import collect  # pylint: disable=g-import-not-at-top
   gin_utils.parse_gin(["runs/evaluate_retrieval.gin", *OVERLAYS], _bindings(
       world, "realm_recall", CHECKPOINT_FROM=str(realm[0]), EXPERIMENT="staleness",
       DATASET="nq"))
   gin.get_configurable(eval_lib.evaluate_retrieval)()
   record = read_record(world / "realm_recall" / "record.json")
-  assert record.params == {"refresh_every_steps": 2}
-  assert record.stats["staleness_mean"] == 0.5 and record.stats["num_refreshes"] == 3
-  assert 0 < record.stats["refresh_seconds_mean"] <= record.stats["refresh_seconds_max"]
-  assert record.steps == 3 + 6   # ICT then pre-training
+  assert record.kind == "recall" and record.lineage == "realm" and record.steps == 6
+  frame = collect.collect_records(world)
+  row = frame[frame["run_id"] == "realm_recall"].iloc[0]
+  assert row["params.refresh_every_steps"] == 2
+  assert row["stats.staleness_mean"] == 0.5 and row["stats.num_refreshes"] == 3
+  assert 0 < row["stats.refresh_seconds_mean"] <= row["stats.refresh_seconds_max"]
 
 
 def test_zero_shot_recall_record(world, ict):
@@ -137,13 +142,16 @@ def test_zero_shot_recall_record(world, ict):
 
 def _async_pipeline(world, run):
   """A REALM pipeline whose index comes from a builder process, driven step by step."""
-  from realm_bench import checkpoints, inputs  # pylint: disable=g-import-not-at-top
+  from realm_bench import checkpoints  # pylint: disable=g-import-not-at-top
+  from realm_bench.pipelines import realm  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks.data import SequenceLengths  # pylint: disable=g-import-not-at-top
   gin_utils.parse_gin(["runs/pretrain.gin", *OVERLAYS], _bindings(
       world, run, WARM_START=None, REFRESH_EVERY=2, REFRESH_MODE="async") +
       ["refresh.RefreshConfig.poll_seconds = 0.05"])
   model = gin.query_parameter("train_lib.train.model").scoped_configurable_fn()
-  pipeline = gin.get_configurable(inputs.RealmPipeline)()
-  pipeline.setup(model=model, run_dir=world / run)
+  pipeline = gin.get_configurable(realm.RealmPipeline)()
+  pipeline.setup(model=model, run_dir=world / run,
+                 sequence_lengths=gin.get_configurable(SequenceLengths)())
   params = {"retriever": checkpoints.load_params(world / "ict" / "checkpoints")["retriever"]}
   return pipeline, params
 
@@ -152,18 +160,20 @@ def test_async_builder_serves_indexes_and_survives_being_killed(world, ict):
   import os, signal, time  # pylint: disable=g-import-not-at-top,multiple-imports
   pipeline, params = _async_pipeline(world, "async")
   refresher = pipeline.refresher
+  (hook,) = pipeline.hooks()
   raw = next(iter(pipeline.stream(batch_size=2, seed=0)))
   try:
-    batch = pipeline.prepare(0, params, raw)   # waits for the first index only
-    assert batch["__metrics__"] == {"staleness": 0, "index_embedder_step": 0}
+    # The loop's order: the refresh hook (waits for the first index only), then the batch.
+    assert hook.before_step(0, params) == {"staleness": 0, "index_embedder_step": 0}
+    pipeline.prepare(0, params, raw)
     assert refresher.wait_seconds > 0 and refresher.restarts == 0
     first_builder = refresher.builder_pid
     os.kill(first_builder, signal.SIGKILL)
     # Training goes on with the last good index; the builder is restarted and catches up.
     step, deadline = 1, time.monotonic() + 120
     while refresher.embedder_step < 2 and time.monotonic() < deadline:
-      batch = pipeline.prepare(step, params, raw)
-      assert batch["__metrics__"]["staleness"] == step - refresher.embedder_step
+      assert hook.before_step(step, params)["staleness"] == step - refresher.embedder_step
+      pipeline.prepare(step, params, raw)
       step += 1
       time.sleep(0.05)
     assert refresher.restarts == 1 and refresher.builder_pid != first_builder
@@ -172,7 +182,7 @@ def test_async_builder_serves_indexes_and_survives_being_killed(world, ict):
     # The trainer prunes when it swaps (keep = 2); the builder may have written newer ones since.
     current = refresher.version_path.name
     assert current in versions and len([v for v in versions if v <= current]) <= 2
-    stats = pipeline.summary()
+    stats = pipeline.summary()["stats"]
     assert stats["refresh_mode"] == "async" and stats["builder_restarts"] == 1
     assert stats["num_refreshes"] >= 2
   finally:
@@ -182,15 +192,15 @@ def test_async_builder_serves_indexes_and_survives_being_killed(world, ict):
 
 def test_async_pretraining_with_scann_runs_and_stops_its_builder(world, ict):
   import multiprocessing  # pylint: disable=g-import-not-at-top
-  summary = _train(world, "runs/pretrain.gin", "async_run", NUM_STEPS=6, REFRESH_EVERY=2,
-                   REFRESH_MODE="async", WARM_START=str(ict),
-                   extra_files=["retrieval/scann.gin"])
+  record = _train(world, "runs/pretrain.gin", "async_run", NUM_STEPS=6, REFRESH_EVERY=2,
+                  REFRESH_MODE="async", WARM_START=str(ict),
+                  extra_files=["retrieval/scann.gin"])
   assert not multiprocessing.active_children()
   rows = _metrics(world / "async_run")
   embedder_steps = [r["index_embedder_step"] for r in rows]
   assert embedder_steps[0] == 0 and embedder_steps == sorted(embedder_steps)
   assert all(r["staleness"] == r["step"] - 1 - r["index_embedder_step"] for r in rows)
-  pipe = summary["pipeline"]
+  pipe = record.stats
   assert pipe["refresh_mode"] == "async" and pipe["num_refreshes"] >= 1
   assert pipe["staleness_max"] >= 1 and "refresh_overhead_seconds" in pipe
   latest = (world / "async_run" / "index" / "LATEST").read_text().strip()
@@ -200,8 +210,10 @@ def test_async_pretraining_with_scann_runs_and_stops_its_builder(world, ict):
 
 
 def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys):
-  from realm_bench import checkpoints, inputs  # pylint: disable=g-import-not-at-top
+  from realm_bench import checkpoints  # pylint: disable=g-import-not-at-top
+  from realm_bench.pipelines import base, open_qa  # pylint: disable=g-import-not-at-top
   from realm_bench.retrieval.index import load_index  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks.data import SequenceLengths  # pylint: disable=g-import-not-at-top
   args = ["index", "--gin_file=runs/index.gin", *[f"--gin_file={f}" for f in OVERLAYS],
           f"--gin.WORLD_DIR='{world / 'world'}'", f"--gin.VOCAB_PATH='{world / 'vocab.txt'}'",
           f"--gin.CHECKPOINT_FROM='{ict}'", f"--gin.INDEX_DIR='{world / 'built'}'",
@@ -211,7 +223,8 @@ def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys)
   assert index.manifest["embedder_step"] == 3 and index.manifest["blocks_per_second"] > 0
   assert not (world / "built" / "embeddings").exists()   # shards go once the index is saved
   # The same embeddings as the in-memory path the trainer's refresh uses.
-  corpus = inputs.load_corpus("realm_bench.synthetic.corpus")
+  lengths = gin.get_configurable(SequenceLengths)()
+  corpus = base.load_corpus("realm_bench.synthetic.corpus", lengths)
   model = gin.query_parameter("indexing.index.model").scoped_configurable_fn()
   params = {"retriever": checkpoints.load_params(ict / "checkpoints")["retriever"]}
   expected = np.asarray(model.embed_docs(params, corpus.doc_inputs))
@@ -229,7 +242,7 @@ def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys)
   # Fine-tuning and evaluation can read it instead of embedding the corpus themselves.
   gin_utils.parse_gin(["runs/finetune.gin", *OVERLAYS], _bindings(
       world, "ft_prebuilt", WARM_START=None, INDEX_FROM=str(world / "built")))
-  pipeline = gin.get_configurable(inputs.OpenQAPipeline)()
+  pipeline = gin.get_configurable(open_qa.OpenQAPipeline)()
   pipeline.setup(model=gin.query_parameter("train_lib.train.model").scoped_configurable_fn(),
-                 run_dir=world / "ft_prebuilt")
+                 run_dir=world / "ft_prebuilt", sequence_lengths=lengths)
   assert pipeline.index.manifest == index.manifest

@@ -16,7 +16,7 @@ import yaml
 from realm_bench import cli
 from realm_bench.errors import InputError
 from realm_bench.reporting import check as check_lib
-from realm_bench.reporting import collect, records, tables
+from realm_bench.reporting import collect, records, render, specs
 from record_factory import make_record, write_run
 
 GOLDEN = Path(__file__).parent / "golden" / "tables"
@@ -157,7 +157,7 @@ def test_collect_refuses_missing_folder_and_duplicate_run_ids(tmp_path):
                     reason=f"reference CSV not found at {REFERENCE_CSV} (../shared beside the "
                            "repo)")
 def test_reported_yaml_matches_reference_csv():
-  reported = tables.load_reported()
+  reported = specs.load_reported()
   expected = {}
   with open(REFERENCE_CSV, newline="", encoding="utf-8") as f:
     for row in csv.DictReader(f):
@@ -175,11 +175,11 @@ def test_reported_yaml_matches_reference_csv():
 
 
 def test_spec_naming_an_unknown_row_is_refused(tmp_path):
-  doc = yaml.safe_load((tables.SPECS_DIR / "table2.yaml").read_text())
+  doc = yaml.safe_load((specs.SPECS_DIR / "table2.yaml").read_text())
   doc["rows"][3]["row"] = 99
   (tmp_path / "table2.yaml").write_text(yaml.safe_dump(doc))
   with pytest.raises(InputError) as e:
-    tables.load_specs(tmp_path)
+    specs.load_specs(tmp_path)
   assert e.value.field == "rows[3].row" and e.value.path == str(tmp_path / "table2.yaml")
 
 
@@ -188,8 +188,8 @@ def test_spec_naming_an_unknown_row_is_refused(tmp_path):
 
 def _paper_cells():
   """(spec, row, column, reported cell) for every paper-scale cell `check` judges."""
-  reported = tables.load_reported()
-  for spec in tables.load_specs(reported=reported):
+  reported = specs.load_reported()
+  for spec in specs.load_specs(reported=reported):
     for row in spec.rows if spec.kind == "table" else ():
       for col in spec.columns if row.experiment else ():
         cell = reported.get((spec.reported_table, row.row, col.dataset, col.split, col.metric))
@@ -349,7 +349,7 @@ def test_tables_average_runs_and_keep_synthetic_apart(tmp_path):
             metrics={"exact_match": 34.0})
   write_run(tmp_path / "runs", "s1", experiment="realm", scale="synthetic",
             metrics={"exact_match": 77.0})
-  tables.render_tables(runs_dir=tmp_path / "runs", formats=["csv"], out_dir=tmp_path / "t")
+  render.render_tables(runs_dir=tmp_path / "runs", formats=["csv"], out_dir=tmp_path / "t")
   frame = _csv_frame(tmp_path / "t" / "table1.csv")
   paper = frame[frame["section"] == "paper"].set_index("row")
   synthetic = frame[frame["section"] == "synthetic"].set_index("experiment")
@@ -363,7 +363,7 @@ def test_tables_average_runs_and_keep_synthetic_apart(tmp_path):
 
 
 def test_tables_without_runs_folder_show_reported_numbers(tmp_path, capsys):
-  written = tables.render_tables(runs_dir=tmp_path / "none", formats=["md", "csv", "tex", "html"],
+  written = render.render_tables(runs_dir=tmp_path / "none", formats=["md", "csv", "tex", "html"],
                                  out_dir=tmp_path / "t")
   assert "does not exist" in capsys.readouterr().err
   assert sorted(p.name for p in written) == sorted(
@@ -379,7 +379,7 @@ def test_tables_without_runs_folder_show_reported_numbers(tmp_path, capsys):
 
 def test_staleness_plot_written_when_sweep_records_exist(tmp_path):
   _write_synthetic_runs(tmp_path / "runs")
-  written = tables.render_tables(runs_dir=tmp_path / "runs", formats=["md"],
+  written = render.render_tables(runs_dir=tmp_path / "runs", formats=["md"],
                                  out_dir=tmp_path / "t")
   png = tmp_path / "t" / "staleness.png"
   assert png in written
@@ -390,17 +390,18 @@ def test_staleness_plot_written_when_sweep_records_exist(tmp_path):
 
 def test_tables_refuse_unknown_format_and_unswept_runs(tmp_path):
   with pytest.raises(InputError) as e:
-    tables.render_tables(runs_dir=tmp_path, formats=["md", "pdf"], out_dir=tmp_path / "t")
+    render.render_tables(runs_dir=tmp_path, formats=["md", "pdf"], out_dir=tmp_path / "t")
   assert e.value.field == "--format"
   write_run(tmp_path / "runs", "s", experiment="staleness", split="dev")
   with pytest.raises(InputError) as e:
-    tables.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
+    render.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
   assert e.value.field == "params.refresh_every_steps" and "runs/s/record.json" in e.value.path
 
 
 def test_record_dataclass_fields_are_the_documented_contract():
   assert [f.name for f in dataclasses.fields(records.RunRecord)] == [
-      "schema_version", "run_id", "experiment", "cells", "task", "dataset", "split", "scale",
+      "schema_version", "run_id", "kind", "experiment", "lineage", "cells", "task", "dataset",
+      "split", "scale",
       "metrics", "num_examples", "gin_config", "git_commit", "hardware", "start_time",
       "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher"]
 
@@ -411,7 +412,7 @@ def test_record_dataclass_fields_are_the_documented_contract():
 def test_committed_tables_are_what_the_committed_records_render(tmp_path, records, out):
   root = Path(__file__).resolve().parent.parent
   command = (root / out / "staleness.md").read_text().split("`")[1]
-  written = tables.render_tables(runs_dir=root / records, formats=["md"], out_dir=tmp_path,
+  written = render.render_tables(runs_dir=root / records, formats=["md"], out_dir=tmp_path,
                           command=command)
   for path in written:
     if path.suffix == ".md":

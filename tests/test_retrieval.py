@@ -1,14 +1,12 @@
-"""MIPS index, refresh bookkeeping and the host-side featurisation of REALM batches."""
+"""MIPS index and the refresh: bookkeeping, the one due-rule, the hook the loop runs."""
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 
-from realm_bench import features
 from realm_bench.errors import InputError
 from realm_bench.retrieval.index import ExactIndex
+from realm_bench.retrieval import refresh
 from realm_bench.retrieval.refresh import RefreshConfig, SyncRefresher, latest_version
 
 RNG = np.random.default_rng(0)
@@ -53,67 +51,27 @@ def test_sync_refresher_versions_staleness_and_pruning(tmp_path):
   assert restored.embedder_step == 6 and restored.staleness(10) == 4
 
 
-def _corpus():
-  bodies = ["Born in 1873 in Lisvar.", "Founded in 1905 by Karvel Dotan."]
-  starts = [np.array([0, 5, 8, 13, 16, 22]), np.array([0, 8, 11, 16, 19, 26, 31])]
-  ends = [np.array([4, 7, 12, 15, 22, 23]), np.array([7, 10, 15, 18, 25, 31, 32])]
-  body_ids = [np.array([10, 11, 12, 11, 13, 4]), np.array([20, 11, 14, 21, 15, 16, 4])]
-  title_ids = [np.array([30]), np.array([31, 32])]
-  doc_inputs = features.pad_rows([np.concatenate([[2], t, [3], b, [3]])
-                                  for t, b in zip(title_ids, body_ids)], 12)
-  return features.Corpus(ids=np.array([5, 9]), titles=["Lisvar man", "Acme"], bodies=bodies,
-                         doc_inputs=doc_inputs, title_ids=title_ids, body_ids=body_ids,
-                         body_starts=starts, body_ends=ends)
+def test_refresh_rule_is_shared_by_both_modes():
+  from realm_bench.retrieval.async_refresh import AsyncRefresher  # pylint: disable=g-import-not-at-top
+  assert refresh.refresh_due(0, None, 5)
+  assert not refresh.refresh_due(4, 0, 5) and refresh.refresh_due(5, 0, 5)
+  assert SyncRefresher.due is refresh.Refresher.due is AsyncRefresher.due
 
 
-SPECIALS = features.Specials(cls=2, sep=3, mask=1)
-
-
-def test_candidates_skip_the_source_block():
-  got = features.select_candidates(np.array([[5, 9, 7], [9, 5, 7]]), np.array([5, -2]), 2)
-  np.testing.assert_array_equal(got, [[9, 7], [9, 5]])
-
-
-def test_pretrain_batch_puts_the_null_document_first():
-  examples = [{"inputs": np.array([2, 1, 1, 40, 3]), "targets": np.array([0, 12, 13, 0, 0])}]
-  b = features.pretrain_batch(examples, np.array([[9, -1]]), _corpus(), SPECIALS,
-                              query_len=6, max_masks=3)
-  np.testing.assert_array_equal(b["mlm_positions"][0], [1, 2, 0])
-  np.testing.assert_array_equal(b["mlm_weights"][0], [1, 1, 0])
-  np.testing.assert_array_equal(b["cand_valid"][0], [1, 1, 0])
-  np.testing.assert_array_equal(b["cand_doc_ids"][0, 0, :4], [2, 3, 3, 0])   # null doc
-  # Joint input: the query, then the candidate's body (no title) and [SEP], as segment 1.
-  np.testing.assert_array_equal(b["joint_ids"][0, 1, :13],
-                                [2, 1, 1, 40, 3, 20, 11, 14, 21, 15, 16, 4, 3])
-  assert b["joint_types"][0, 1, 4] == 0 and b["joint_types"][0, 1, 5] == 1
-  assert not b["joint_ids"][0, 0, 5:].any()                                 # null: query only
-
-
-def test_answer_spans_strings_and_regexes():
-  corpus = _corpus()
-  encode = {"1873": [12], "Karvel Dotan": [15, 16], "in 1873": [11, 12]}.__getitem__
-  strings = features.AnswerMatcher(encode, regex=False)
-  assert strings.spans(["1873"], corpus, 0, 10) == [(2, 2)]
-  assert strings.spans(["in 1873"], corpus, 0, 10) == [(1, 2)]
-  assert strings.spans(["Karvel Dotan"], corpus, 1, 1) == []                 # too long
-  regexes = features.AnswerMatcher(None, regex=True)
-  assert regexes.spans([r"(?:in )?19\d\d"], corpus, 1, 10) == [(1, 2)]
-  assert regexes.spans(["(unclosed"], corpus, 1, 10) == []
-  assert features.answer_text(corpus, 5, 2, 2) == "1873"
-  assert features.answer_text(corpus, 9, 4, 5) == "Karvel Dotan"
-
-
-def test_qa_batch_marks_gold_spans_inside_the_body():
-  corpus = _corpus()
-  matcher = features.AnswerMatcher({"1873": [12]}.__getitem__, regex=False)
-  examples = [{"inputs": np.array([2, 50, 51, 3]), "answers": [b"1873"]}]
-  emb = np.eye(2, 4, dtype=np.float32)
-  b = features.qa_batch(examples, np.array([[9, 5, -1]]), emb, corpus, SPECIALS, matcher,
-                        query_len=4, num_read=2, max_span_len=3)
-  np.testing.assert_array_equal(b["retrieved_has_answer"][0], [0, 1, 0])
-  np.testing.assert_array_equal(b["retrieved_valid"][0], [1, 1, 0])
-  np.testing.assert_array_equal(b["retrieved_doc_emb"][0, 1], emb[0])        # block 5 = row 0
-  start = b["body_start"][0, 1]
-  assert start == 4 + 1 + 1                                                  # [CLS] q [SEP] t [SEP]
-  assert b["gold_spans"][0, 1, start + 2, 0] == 1 and b["gold_spans"].sum() == 1
-  assert b["reader_ids"][0, 1, start + 2] == 12
+def test_refresh_hook_reports_staleness_and_saves_the_version_in_use(tmp_path):
+  docs = RNG.integers(1, 9, size=(6, 4)).astype(np.int32)
+  embed = lambda params, ids: np.tile(ids[:, :1].astype(np.float32) * params, (1, 3))
+  r = SyncRefresher(doc_inputs=docs, doc_ids=np.arange(6), embed_docs=embed,
+                    index_root=tmp_path, config=RefreshConfig(refresh_every_steps=2, keep=1))
+  hook = refresh.IndexRefreshHook(r)
+  assert [hook.before_step(step, 1.0)["staleness"] for step in range(5)] == [0, 1, 0, 1, 0]
+  state = hook.state()
+  assert state == {"index_version": "v00000004", "staleness": {"count": 5, "sum": 2, "max": 1}}
+  assert r.protected == "v00000004"
+  summary = hook.summary()
+  assert summary["num_refreshes"] == 3 and summary["staleness_mean"] == 0.4
+  resumed = refresh.IndexRefreshHook(SyncRefresher(
+      doc_inputs=docs, doc_ids=np.arange(6), embed_docs=embed, index_root=tmp_path,
+      config=RefreshConfig(refresh_every_steps=2, keep=1)))
+  resumed.restore(state, 1.0, 5)
+  assert resumed.before_step(5, 1.0) == {"staleness": 1, "index_embedder_step": 4}

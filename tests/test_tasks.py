@@ -88,6 +88,10 @@ def configured(world):
 
 
 def _examples(name, split="train", **kwargs):
+  """The task read as the pipelines read it: sequence lengths from the gin-bound macros."""
+  lengths = gin.get_configurable(data.SequenceLengths)()
+  kwargs.setdefault("sequence_length", lengths.for_blocks() if name.endswith(".corpus")
+                    else lengths.for_queries())
   ds = seqio.get_mixture_or_task(name).get_dataset(split=split, shuffle=False, **kwargs)
   return list(ds.as_numpy_iterator())
 
@@ -187,7 +191,15 @@ def test_corpus_features_and_truncation(configured):
   spans = [cafe["body"].decode()[s:e] for s, e in zip(cafe["body_starts"], cafe["body_ends"])]
   assert "Zoë" in spans and "Café" in spans
   with pytest.raises(ValueError, match="Shuffling is disallowed"):
-    seqio.get_mixture_or_task("realm_bench.synthetic.corpus").get_dataset(split="train")
+    seqio.get_mixture_or_task("realm_bench.synthetic.corpus").get_dataset(
+        split="train", sequence_length={"inputs": BLOCK_LEN})
+
+
+@pytest.mark.parametrize("name", ["realm_bench.synthetic.corpus", "realm_bench.synthetic.nq_open",
+                                  "realm_bench.synthetic.pretrain"])
+def test_tasks_need_their_sequence_length(configured, name):
+  with pytest.raises(InputError, match="sequence_length"):
+    _examples(name, "validation" if "nq" in name else "train", sequence_length=None)
 
 
 def test_corpus_reads_dpr_passages_tsv(tmp_path, world):

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from realm_bench import checkpoints, metrics_io, optim, trainer
+from realm_bench import checkpoints, iteration, metrics_io, optim, trainer
 from realm_bench.errors import InputError
 from toy_model import SimulatedCrash, ToyModel, make_batches, run_training, toy_trainer
 
@@ -169,14 +169,36 @@ def test_nan_loss_stops_with_last_good_checkpoint(tmp_path):
   assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
 
 
+class _RecordingHook(iteration.StepHook):
+  """Reports a staleness-like host metric, records what it saw and saves a fixed state."""
+  name = "recorder"
+
+  def __init__(self):
+    self.seen_after = []
+
+  def before_step(self, step, params):
+    del params
+    return {"staleness": step % 3}
+
+  def after_step(self, step, metrics):
+    self.seen_after.append((step, metrics["loss"]))
+    return False
+
+  def state(self):
+    return {"index_version": 11}
+
+
 def test_hooks_progress_and_hook_state(tmp_path, monkeypatch):
   the_trainer = toy_trainer()
-  batches = trainer.DeterministicIterator(make_batches, seed=3)
+  batches = iteration.DeterministicIterator(make_batches, seed=3)
   state = the_trainer.init_state(jax.random.PRNGKey(0), batches.peek())
-  seen_after = []
+  hook = _RecordingHook()
+  prepared = []
 
-  def before(step, state, batch):
-    return {**batch, trainer.HOST_METRICS_KEY: {"staleness": step % 3}}
+  def prepare(step, params, raw):
+    del params
+    prepared.append(step)
+    return {**raw, iteration.HOST_METRICS_KEY: {"prepared_step": step}}
 
   stream = io.StringIO()
   monkeypatch.setattr(sys, "stderr", stream)
@@ -185,36 +207,61 @@ def test_hooks_progress_and_hook_state(tmp_path, monkeypatch):
       trainer=the_trainer, state=state, batches=batches, start_step=0, num_steps=6,
       checkpoint_manager=manager, checkpoint_every=4, log_every=2,
       metrics_writer=metrics_io.MetricsWriter(tmp_path, tensorboard=False),
-      before_step=before, after_step=lambda step, state, m: seen_after.append((step, m["loss"])),
-      data_state_fn=lambda: {"index_version": 11})
-  assert result.step == 6 and [s for s, _ in seen_after] == [1, 2, 3, 4, 5, 6]
+      prepare=prepare, hooks=[hook])
+  assert result.step == 6 and [s for s, _ in hook.seen_after] == [1, 2, 3, 4, 5, 6]
+  assert prepared == [0, 1, 2, 3, 4, 5]
   lines = stream.getvalue().splitlines()
   assert len(lines) == 3 and lines[-1].startswith("step 6/6")
   for part in ("loss ", "steps/s", "ETA ", "staleness 2"):
     assert part in lines[-1]
   rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
-  assert [(r["step"], r["staleness"]) for r in rows] == [(2, 1), (4, 0), (6, 2)]
+  assert [(r["step"], r["staleness"], r["prepared_step"]) for r in rows] == [
+      (2, 1, 1), (4, 0, 3), (6, 2, 5)]
   assert manager.all_steps() == [4, 6]
-  fresh = trainer.DeterministicIterator(make_batches, seed=3)
+  fresh = iteration.DeterministicIterator(make_batches, seed=3)
   _, start, extra = trainer.restore_or_initialize(
       trainer=toy_trainer(), checkpoint_manager=manager, batches=fresh,
       rng=jax.random.PRNGKey(0), init_batch=fresh.peek())
   assert start == 6 and fresh.position == 6
-  assert extra[trainer.EXTRA_HOOKS] == {"index_version": 11}
+  assert extra[trainer.EXTRA_HOOKS] == {"recorder": {"index_version": 11}}
+  restored = []
+
+  class _Restoring(iteration.StepHook):
+    name = "recorder"
+
+    def restore(self, state, params, step):
+      restored.append((dict(state), step))
+
+  trainer.restore_hooks([_Restoring()], extra, None, start)
+  assert restored == [({"index_version": 11}, 6)]
+  manager.close()
+
+
+def test_stop_at_step_hook_ends_training_with_a_checkpoint(tmp_path):
+  the_trainer = toy_trainer()
+  batches = iteration.DeterministicIterator(make_batches, seed=3)
+  state = the_trainer.init_state(jax.random.PRNGKey(0), batches.peek())
+  manager = checkpoints.CheckpointManager(tmp_path / "ckpt")
+  result = trainer.train_loop(
+      trainer=the_trainer, state=state, batches=batches, start_step=0, num_steps=6,
+      checkpoint_manager=manager, checkpoint_every=0, log_every=10,
+      metrics_writer=metrics_io.MetricsWriter(tmp_path, tensorboard=False),
+      hooks=[iteration.StopAtStep(2)], progress=False)
+  assert result.step == 2 and manager.all_steps() == [2]
   manager.close()
 
 
 def test_iterator_resumes_at_position_and_checks_seed():
   source = [{"x": np.full((2,), i)} for i in range(10)]
-  it = trainer.DeterministicIterator.from_iterable(source, seed=1)
+  it = iteration.DeterministicIterator.from_iterable(source, seed=1)
   for _ in range(4):
     next(it)
   state = it.get_state()
-  other = trainer.DeterministicIterator.from_iterable(source, seed=1)
+  other = iteration.DeterministicIterator.from_iterable(source, seed=1)
   other.set_state(state)
   assert next(other)["x"][0] == 4 == next(it)["x"][0]
   with pytest.raises(InputError, match="seed"):
-    trainer.DeterministicIterator.from_iterable(source, seed=2).set_state(state)
+    iteration.DeterministicIterator.from_iterable(source, seed=2).set_state(state)
 
 
 def test_metrics_writer_truncates_on_resume_and_writes_tensorboard(tmp_path):

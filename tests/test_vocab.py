@@ -10,6 +10,7 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from realm_bench import cli
 from realm_bench.errors import InputError
 from realm_bench.tasks import vocab as vocab_lib
 
@@ -186,7 +187,7 @@ def test_vocab_command_from_world_and_text(tmp_path):
   _write_world(tmp_path / "world")
   out = tmp_path / "v.txt"
   args = types.SimpleNamespace(world=str(tmp_path / "world"), text=[], size=60, out=str(out))
-  assert vocab_lib.cli_main(args, []) == 0
+  assert cli.vocab(args, []) == 0
   v = vocab_lib.WordPieceVocabulary(out)
   assert v.tokens[:5] == ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
   for word in ("quokkaland", "zebraton", "borders"):  # corpus, sentences and questions all read
@@ -194,13 +195,13 @@ def test_vocab_command_from_world_and_text(tmp_path):
   text_file = tmp_path / "t.jsonl"
   text_file.write_text(json.dumps({"text": "Wombatia"}) + "\n", encoding="utf-8")
   args = types.SimpleNamespace(world=None, text=[str(text_file)], size=40, out=str(out))
-  assert vocab_lib.cli_main(args, []) == 0
+  assert cli.vocab(args, []) == 0
   assert vocab_lib.WordPieceVocabulary(out).unk_id not in \
       vocab_lib.WordPieceVocabulary(out).encode("wombatia")
   with pytest.raises(InputError, match="either --world"):
-    vocab_lib.cli_main(types.SimpleNamespace(world=None, text=[], size=40, out=str(out)), [])
+    cli.vocab(types.SimpleNamespace(world=None, text=[], size=40, out=str(out)), [])
   with pytest.raises(InputError, match="realm-bench world"):
-    vocab_lib.cli_main(types.SimpleNamespace(world=str(tmp_path / "none"), text=[], size=40,
+    cli.vocab(types.SimpleNamespace(world=str(tmp_path / "none"), text=[], size=40,
                                              out=str(out)), [])
 
 

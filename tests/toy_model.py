@@ -18,7 +18,7 @@ import numpy as np
 import optax
 from flax import linen as nn
 
-from realm_bench import checkpoints, metrics_io, optim, partitioning, trainer
+from realm_bench import checkpoints, iteration, metrics_io, optim, partitioning, trainer
 from realm_bench.models_base import BaseModel
 
 IN_DIM = 8
@@ -116,25 +116,33 @@ def run_training(run_dir, *, num_steps: int, checkpoint_every: int = 2, log_ever
   """
   run_dir = Path(run_dir)
   the_trainer = toy_trainer(hidden=hidden, learning_rate=learning_rate)
-  batches = trainer.DeterministicIterator(
+  batches = iteration.DeterministicIterator(
       lambda seed, position: make_batches(seed, position, nan_at=nan_at), seed=data_seed)
   manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep)
   state, start, _ = trainer.restore_or_initialize(
       trainer=the_trainer, checkpoint_manager=manager, batches=batches,
       rng=jax.random.PRNGKey(0), init_batch=batches.peek())
-  after = (lambda *_: time.sleep(step_delay)) if step_delay else None
 
-  def before(step, state, batch):
-    del state
-    if step == crash_at:
-      raise SimulatedCrash(f"crash before step {step + 1}")
-    return batch
+  class _Faults(iteration.StepHook):
+    name = "faults"
+
+    def before_step(self, step, params):
+      del params
+      if step == crash_at:
+        raise SimulatedCrash(f"crash before step {step + 1}")
+      return {}
+
+    def after_step(self, step, metrics):
+      del step, metrics
+      if step_delay:
+        time.sleep(step_delay)
+      return False
   try:
     return trainer.train_loop(
         trainer=the_trainer, state=state, batches=batches, start_step=start,
         num_steps=num_steps, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
         log_every=log_every,
         metrics_writer=metrics_io.MetricsWriter(run_dir, tensorboard=tensorboard),
-        before_step=before, after_step=after, progress=False)
+        hooks=[_Faults()], progress=False)
   finally:
     manager.close()

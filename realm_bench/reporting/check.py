@@ -13,11 +13,11 @@ import math
 
 import pandas as pd
 
-from realm_bench.errors import InputError
 from realm_bench.reporting.collect import mean_and_count, select
 from realm_bench.reporting.records import SCALES
-from realm_bench.reporting.tables import (
-    REPORTED_PATH, SPECS_DIR, Claim, Spec, load_frame, load_reported, load_specs)
+from realm_bench.reporting.build import load_frame
+from realm_bench.reporting.specs import (REPORTED_PATH, SPECS_DIR, Claim, Spec, TableSpec,
+                                         load_reported, load_specs)
 
 COLUMNS = ("kind", "item", "description", "scale", "reported", "ours", "baseline", "delta",
            "tol", "n", "verdict")
@@ -34,7 +34,7 @@ def _cell_verdict(delta: float, tol: float) -> str:
   return "FAIL"
 
 
-def _cells(spec: Spec, reported, frame) -> list[dict]:
+def _cells(spec: TableSpec, reported, frame) -> list[dict]:
   out = []
   for row in spec.rows:
     if not row.experiment:
@@ -93,7 +93,7 @@ def check(*, runs_dir, strict: bool = False, specs_dir=SPECS_DIR,
   frame = load_frame(runs_dir)
   rows = []
   for spec in specs:
-    if spec.kind == "table":
+    if isinstance(spec, TableSpec):
       rows += _cells(spec, reported, frame)
     for claim in spec.claims:
       rows += _claim(spec, claim, frame)
@@ -129,17 +129,11 @@ def format_verdicts(verdicts: pd.DataFrame) -> str:
   return "\n".join(lines)
 
 
-def cli_main(args, gin_bindings) -> int:
-  if gin_bindings:
-    raise InputError("`check` takes no --gin bindings (it reads run records only)")
-  code, verdicts = check(runs_dir=args.runs, strict=args.strict)
-  print(format_verdicts(verdicts))
+def format_summary(verdicts: pd.DataFrame, *, code: int, strict: bool) -> str:
   parts = []
   for kind, names in (("cells", ("OK", "OK~", "FAIL", "MISSING")),
                       ("claims", ("PASS", "FAIL", "MISSING"))):
     counts = verdicts[verdicts["kind"] == kind[:-1]]["verdict"].value_counts()
     parts.append(f"{kind}: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in names))
-  summary = "; ".join(parts)
-  mode = " (--strict: MISSING fails)" if args.strict else ""
-  print(f"\ncheck: {summary}{mode} -> exit {code}")
-  return code
+  mode = " (--strict: MISSING fails)" if strict else ""
+  return f"check: {'; '.join(parts)}{mode} -> exit {code}"

@@ -2,6 +2,9 @@
 
 One row per (record, metric), so a table cell is a filter plus a mean, and repeated runs of
 the same cell (seeds) are averaged with their count shown rather than one silently winning.
+A record's `params` and `stats` columns include those of its lineage (the training runs it
+descends from, joined by run_id, nearer runs winning), so an evaluation's row carries the
+refresh interval and staleness of the pre-training behind it.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pandas as pd
 from realm_bench.errors import InputError
 from realm_bench.reporting.records import RECORD_NAME, read_record
 
-BASE_COLUMNS = ("run_id", "experiment", "task", "dataset", "split", "scale", "metric", "value",
+BASE_COLUMNS = ("run_id", "kind", "experiment", "task", "dataset", "split", "scale", "metric", "value",
                 "num_examples", "steps", "recall_matcher", "cells", "path")
 
 
@@ -36,7 +39,7 @@ def collect_records(runs_dir) -> pd.DataFrame:
     raise InputError("runs folder does not exist", path=runs_dir)
   if not runs_dir.is_dir():
     raise InputError("runs path is not a folder", path=runs_dir)
-  rows, extra_columns, seen = [], set(), {}
+  loaded, seen = [], {}
   for path in sorted(runs_dir.rglob(RECORD_NAME)):
     record = read_record(path)
     if record.run_id in seen:
@@ -44,19 +47,37 @@ def collect_records(runs_dir) -> pd.DataFrame:
       raise InputError(f"run_id {record.run_id!r} is also used by {seen[record.run_id]}",
                        path=path, field="run_id")
     seen[record.run_id] = path
-    extra = {**_flatten("params", record.params), **_flatten("stats", record.stats)}
+    loaded.append((path, record))
+  by_id = {record.run_id: record for _, record in loaded}
+  rows, extra_columns = [], set()
+  for path, record in loaded:
+    params, stats = joined_params_and_stats(record, by_id)
+    extra = {**_flatten("params", params), **_flatten("stats", stats)}
     extra_columns.update(extra)
     cells = tuple(sorted((c["table"], c["row"], c["dataset"], c["metric"])
                          for c in record.cells))
     for metric, value in sorted(record.metrics.items()):
       rows.append({
-          "run_id": record.run_id, "experiment": record.experiment, "task": record.task,
-          "dataset": record.dataset, "split": record.split, "scale": record.scale,
-          "metric": metric, "value": float(value), "num_examples": record.num_examples,
-          "steps": record.steps, "recall_matcher": record.recall_matcher, "cells": cells,
-          "path": str(path), **extra,
+          "run_id": record.run_id, "kind": record.kind, "experiment": record.experiment,
+          "task": record.task, "dataset": record.dataset, "split": record.split,
+          "scale": record.scale, "metric": metric, "value": float(value),
+          "num_examples": record.num_examples, "steps": record.steps,
+          "recall_matcher": record.recall_matcher, "cells": cells, "path": str(path), **extra,
       })
   return pd.DataFrame(rows, columns=[*BASE_COLUMNS, *sorted(extra_columns)])
+
+
+def joined_params_and_stats(record, by_id: Mapping) -> tuple[dict, dict]:
+  """`record`'s params and stats over those of its lineage; the nearest run wins a clash."""
+  chain, run_id = [], record.lineage
+  while run_id is not None and run_id in by_id and run_id not in {r.run_id for r in chain}:
+    chain.append(by_id[run_id])
+    run_id = by_id[run_id].lineage
+  params, stats = {}, {}
+  for ancestor in reversed(chain):
+    params.update(ancestor.params)
+    stats.update(ancestor.stats)
+  return {**params, **record.params}, {**stats, **record.stats}
 
 
 def _answers(cells: tuple, table: str | None, row: int | None, dataset: str,
@@ -72,7 +93,8 @@ def select(frame: pd.DataFrame, *, experiment: str, scale: str, dataset: str, sp
            row: int | None = None) -> pd.DataFrame:
   """Rows of `frame` that answer one cell: experiment, scale, dataset, split, metric and,
   when given, run parameters (`params.KEY == VALUE`) and the table/row the records list."""
-  mask = ((frame["experiment"] == experiment) & (frame["scale"] == scale)
+  mask = ((frame["kind"] != "train") & (frame["experiment"] == experiment)
+          & (frame["scale"] == scale)
           & (frame["dataset"] == dataset) & (frame["split"] == split)
           & (frame["metric"] == metric))
   for key, value in (params or {}).items():

@@ -1,7 +1,11 @@
 """The run record: the one file a run leaves for the aggregator (`record.json`).
 
-Tables, plots and verdicts are computed from these records alone, never from model code, so
-the schema is strict: a record that is truncated, mistyped or carries a non-finite number is
+Every run writes one: a training run (`kind` "train", with the refresh statistics of its
+pipeline), an evaluation ("evaluate") and a zero-shot retrieval measurement ("recall"). A
+record's `lineage` is the run_id of the run it started from (a training run's warm start, an
+evaluation's checkpoint), so the aggregator joins a run's history from records instead of
+anyone reconstructing it. Tables, plots and verdicts are computed from these records alone,
+never from model code, so the schema is strict: a record that is truncated, mistyped or carries a non-finite number is
 refused with the file and the field named, rather than quietly dropped from a table (a dropped
 seed shifts a mean without anyone noticing).
 """
@@ -21,8 +25,9 @@ from typing import Any
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RECORD_NAME = "record.json"
+KINDS = ("train", "evaluate", "recall")
 
 DATASETS = ("nq", "wq", "ct")
 SPLITS = ("train", "dev", "test")
@@ -35,13 +40,15 @@ class RunRecord:
   """What ran and what it measured; field names are the contract with the trainer."""
   schema_version: int = SCHEMA_VERSION
   run_id: str
+  kind: str
   experiment: str
+  lineage: str | None = None
   # Table cells this run answers, as {"table", "row", "dataset", "metric"}. A record that lists
   # cells counts only for the metrics they name (so a fine-tuning run's recall@5 is not mixed
   # into Table 2's zero-shot recall@5); an empty list counts for every metric it carries.
   cells: list[dict] = dataclasses.field(default_factory=list)
   task: str
-  dataset: str
+  dataset: str | None   # None: a pre-training or ICT run, which answers no Open-QA dataset
   split: str
   scale: str
   metrics: dict[str, float]
@@ -59,12 +66,12 @@ class RunRecord:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunRecord)}
-_STR_FIELDS = ("run_id", "experiment", "task", "dataset", "split", "scale", "gin_config",
+_STR_FIELDS = ("run_id", "kind", "experiment", "task", "split", "scale", "gin_config",
                "git_commit", "start_time", "end_time")
 _NONEMPTY = ("run_id", "experiment", "task")
 _INT_FIELDS = ("schema_version", "num_examples", "steps")
 _DICT_FIELDS = ("metrics", "hardware", "params", "stats")
-_CHOICES = {"dataset": DATASETS, "split": SPLITS, "scale": SCALES}
+_CHOICES = {"kind": KINDS, "split": SPLITS, "scale": SCALES}
 _CELL_TYPES = {"table": str, "row": int, "dataset": str, "metric": str}
 
 
@@ -136,6 +143,11 @@ def _validate(obj: dict, path) -> None:
   for name, choices in _CHOICES.items():
     if obj[name] not in choices:
       bad(name, f"expected one of {', '.join(choices)}, got {obj[name]!r}")
+  if not (obj["dataset"] in DATASETS or obj["dataset"] is None and obj["kind"] == "train"):
+    bad("dataset", f"expected one of {', '.join(DATASETS)}"
+                   f"{' or null' if obj['kind'] == 'train' else ''}, got {obj['dataset']!r}")
+  if obj["lineage"] is not None and not (isinstance(obj["lineage"], str) and obj["lineage"]):
+    bad("lineage", f"expected a run_id or null, got {obj['lineage']!r}")
   for name in ("start_time", "end_time"):
     try:
       datetime.datetime.fromisoformat(obj[name])
@@ -192,8 +204,21 @@ def read_record(path) -> RunRecord:
                      path=path, line=e.lineno) from None
   if not isinstance(obj, dict):
     raise InputError("expected a JSON object", path=path)
+  if obj.get("schema_version") == 1:
+    obj = _upgrade_v1(obj)
   _validate(obj, path)
   return RunRecord(**obj)
+
+
+def _upgrade_v1(obj: dict) -> dict:
+  """Version 1 records were written by evaluations only, with their training history's
+  parameters and statistics copied in: they read as version 2 records without a lineage."""
+  obj = dict(obj)
+  metrics = obj.get("metrics")
+  recall = isinstance(metrics, dict) and any(str(k).startswith("recall@") for k in metrics)
+  obj.update(schema_version=SCHEMA_VERSION, kind="recall" if recall else "evaluate",
+             lineage=None)
+  return obj
 
 
 def git_commit(repo=None) -> str:

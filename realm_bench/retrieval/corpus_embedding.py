@@ -33,14 +33,14 @@ def corpus_batches(corpus_task: str, *, batch_size: int, block_len: int,
   import seqio  # pylint: disable=g-import-not-at-top
   import realm_bench.tasks.registry  # pylint: disable=g-import-not-at-top,unused-import
   task = seqio.get_mixture_or_task(corpus_task)
-  dataset = task.get_dataset(sequence_length=None, split="train", shuffle=False, num_epochs=1,
-                             use_cached=False)
+  dataset = task.get_dataset(sequence_length={"inputs": block_len}, split="train",
+                             shuffle=False, num_epochs=1, use_cached=False)
   if skip_rows:
     dataset = dataset.skip(skip_rows)
   ids, rows = [], []
   for example in dataset.as_numpy_iterator():
     ids.append(int(example["id"]))
-    rows.append(example["inputs"][:block_len])
+    rows.append(example["inputs"])
     if len(ids) == batch_size:
       yield np.asarray(ids, np.int64), _pad(rows, block_len)
       ids, rows = [], []
@@ -51,6 +51,8 @@ def corpus_batches(corpus_task: str, *, batch_size: int, block_len: int,
 def _pad(rows, length: int) -> np.ndarray:
   out = np.zeros((len(rows), length), np.int32)
   for i, r in enumerate(rows):
+    if len(r) > length:   # the task was built for another block length
+      raise InputError(f"a block of {len(r)} wordpieces does not fit the block length {length}")
     out[i, :len(r)] = r
   return out
 

@@ -7,13 +7,15 @@ and their recall is measured against exact search rather than assumed.
 
 An index on disk is a folder: `embeddings.npy`, `ids.npy`, whatever the index kind adds (a
 ScaNN searcher's files) and `manifest.json`, written under a temporary name and renamed, so a
-reader never sees half an index. `load_index` reads the manifest's `kind` to pick the class.
+reader never sees half an index. `load_index` reads the manifest's `kind` to pick the class from
+`INDEX_KINDS`.
 """
 from __future__ import annotations
 
 import abc
 import functools
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -159,18 +161,27 @@ class MipsIndex(abc.ABC):
     return cls._restore(path, embeddings, np.load(path / "ids.npy"), manifest)
 
 
+# Every index kind by the manifest `kind` it writes: "module:Class", imported only when an index
+# of that kind is loaded (ScaNN's package imports TensorFlow, which exact-only runs need not
+# pay), so this module never imports the approximate ones.
+INDEX_KINDS = {
+    "exact": "realm_bench.retrieval.index:ExactIndex",
+    "scann": "realm_bench.retrieval.scann_index:ScannIndex",
+}
+
+
+def index_class(kind: str, *, path=None) -> type[MipsIndex]:
+  if kind not in INDEX_KINDS:
+    raise InputError(f"unknown index kind {kind!r} (known: {', '.join(map(repr, INDEX_KINDS))})",
+                     path=path, field="kind")
+  module, _, name = INDEX_KINDS[kind].partition(":")
+  return getattr(importlib.import_module(module), name)
+
+
 def load_index(path) -> MipsIndex:
   """The index saved in `path`, of the class its manifest's `kind` names."""
   path, manifest = read_manifest(path)
-  kind = manifest.get("kind")
-  if kind == ExactIndex.kind:
-    return ExactIndex.load(path)
-  if kind == "scann":
-    # Imported here: ScaNN's package imports TensorFlow, which exact-only runs need not pay.
-    from realm_bench.retrieval.scann_index import ScannIndex  # pylint: disable=g-import-not-at-top
-    return ScannIndex.load(path)
-  raise InputError(f"unknown index kind {kind!r} (known: 'exact', 'scann')",
-                   path=path / "manifest.json", field="kind")
+  return index_class(manifest.get("kind"), path=path / "manifest.json").load(path)
 
 
 @gin.configurable

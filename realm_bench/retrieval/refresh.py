@@ -1,17 +1,23 @@
 """Keeping the MIPS index fresh while the retriever trains, and measuring how stale it is.
 
-Each refresh embeds the whole corpus with the current document tower, builds an index and
-writes it to a new versioned folder `index/v{step:08d}` with its manifest (embedder step, block
-count, checksum, build time); a `LATEST` file naming the newest version is replaced atomically.
-This is the synchronous mode (refresh every N steps inside the trainer), which makes runs
-deterministic; the asynchronous builder process (`builder.py`, `RefreshConfig.mode = 'async'`)
-writes the same layout.
+Where the refresh is decided: `refresh_due` is the one rule (a refresh is due once
+`refresh_every_steps` updates have passed since the last one started), `Refresher` is what
+both modes implement, and `IndexRefreshHook` is how the training loop runs it: before every
+step (a t5x-style action, see `iteration.StepHook`), never as a side effect of making a batch.
 
-Staleness of a step is `train_step - index.manifest["embedder_step"]`: the number of updates
-the retriever has made since the index it searches was embedded.
+- `SyncRefresher` (this module, the default): the trainer itself re-embeds the corpus and
+  rebuilds the index between steps, so runs are deterministic.
+- `AsyncRefresher` (`async_refresh.py`, the paper's system): a builder process beside the
+  trainer builds versions from exported document towers while training goes on.
+
+Both write the same layout: each version is a folder `index/v{step:08d}` with its manifest
+(embedder step, block count, checksum, build time); a `LATEST` file naming the newest version is
+replaced atomically. Staleness of a step is `train_step - index.manifest["embedder_step"]`, the
+number of updates the retriever has made since the index it searches was embedded.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import shutil
 import time
@@ -23,6 +29,8 @@ import numpy as np
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_text
+from realm_bench.iteration import StepHook
+from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
 
 LATEST = "LATEST"
@@ -48,6 +56,12 @@ class RefreshConfig:
     if self.refresh_every_steps < 1 or self.keep < 1:
       raise InputError("refresh_every_steps and keep must be at least 1",
                        field="RefreshConfig")
+
+
+def refresh_due(step: int, last_refresh_step: int | None, every: int) -> bool:
+  """The refresh rule of both modes: at the first step, then once `every` updates have passed
+  since the last refresh started (sync: the index's embedder step; async: the last export)."""
+  return last_refresh_step is None or step - last_refresh_step >= every
 
 
 def version_name(step: int) -> str:
@@ -85,22 +99,21 @@ def latest_version(index_root) -> Path | None:
   return path if path.exists() else None
 
 
-class SyncRefresher:
-  """Rebuilds the index every `refresh_every_steps` steps, between training steps."""
+class Refresher(abc.ABC):
+  """An index that is rebuilt as training goes; both modes share the rule and the bookkeeping.
 
-  def __init__(self, *, doc_inputs: np.ndarray, doc_ids: np.ndarray,
-               embed_docs: Callable[[object, np.ndarray], np.ndarray], index_root,
-               config: RefreshConfig, index_factory: Callable[[], MipsIndex] = ExactIndex):
-    self.doc_inputs = doc_inputs
-    self.doc_ids = doc_ids
-    self.embed_docs = embed_docs
-    self.index_root = Path(index_root)
+  `index` is the version searched now; `maybe_refresh(step, params)` runs between steps;
+  `protect()` keeps the current version on disk until the next checkpoint, so a resume
+  reloads exactly the index its checkpoint was using (`restore`).
+  """
+
+  def __init__(self, config: RefreshConfig):
     self.config = config
-    self.index_factory = index_factory
     self.index: MipsIndex | None = None
     self.version_path: Path | None = None
-    self.durations: list[float] = []
     self.protected: str | None = None
+    self.last_refresh_step: int | None = None
+    self.durations: list[float] = []
 
   @property
   def embedder_step(self) -> int:
@@ -110,7 +123,41 @@ class SyncRefresher:
     return step - self.embedder_step
 
   def due(self, step: int) -> bool:
-    return self.index is None or self.staleness(step) >= self.config.refresh_every_steps
+    return refresh_due(step, self.last_refresh_step, self.config.refresh_every_steps)
+
+  @abc.abstractmethod
+  def maybe_refresh(self, step: int, params) -> bool:
+    """Refreshes when due; returns whether a new index was swapped in."""
+
+  @abc.abstractmethod
+  def restore(self, version: str | None, params, step: int) -> None:
+    """Reloads the index a checkpoint was using (or makes one at `step` if it is gone)."""
+
+  def protect(self) -> None:
+    self.protected = self.version_path.name
+
+  def stats(self) -> dict:
+    return duration_stats(self.durations)
+
+  def close(self) -> None:
+    pass
+
+
+class SyncRefresher(Refresher):
+  """Rebuilds the index every `refresh_every_steps` steps, between training steps.
+
+  `embed_docs(params, ids [b, L]) -> [b, D]` embeds one batch of `embed_batch_size` rows.
+  """
+
+  def __init__(self, *, doc_inputs: np.ndarray, doc_ids: np.ndarray,
+               embed_docs: Callable[[object, np.ndarray], np.ndarray], index_root,
+               config: RefreshConfig, index_factory: Callable[[], MipsIndex] = ExactIndex):
+    super().__init__(config)
+    self.doc_inputs = doc_inputs
+    self.doc_ids = doc_ids
+    self.embed_docs = embed_docs
+    self.index_root = Path(index_root)
+    self.index_factory = index_factory
 
   def maybe_refresh(self, step: int, params) -> bool:
     if not self.due(step):
@@ -119,32 +166,62 @@ class SyncRefresher:
     return True
 
   def refresh(self, step: int, params) -> MipsIndex:
+    index = build_index(
+        embed_fn=lambda ids: self.embed_docs(params, ids), index_factory=self.index_factory,
+        manifest={"embedder_step": int(step)}, doc_inputs=self.doc_inputs, ids=self.doc_ids,
+        batch_size=self.config.embed_batch_size)
     start = time.perf_counter()
-    embeddings = self.embed_docs(params, self.doc_inputs)
-    index = self.index_factory()
-    index.build(embeddings, self.doc_ids, manifest={"embedder_step": int(step)})
-    index.manifest["build_seconds"] = round(time.perf_counter() - start, 4)
     path = write_version(index, self.index_root, step)
-    self.durations.append(time.perf_counter() - start)
-    self.index, self.version_path = index, path
+    self.durations.append(index.manifest["build_seconds"] + time.perf_counter() - start)
+    self._use(index, path)
     prune_versions(self.index_root, self.config.keep, {self.protected})
     return index
 
-  def restore(self, version: str | None, params, step: int) -> None:
-    """Reloads the index a checkpoint was using; rebuilds at `step` if it has been pruned."""
+  def _use(self, index: MipsIndex, path: Path) -> None:
+    self.index, self.version_path = index, path
+    self.last_refresh_step = self.embedder_step
+
+  def restore(self, version, params, step):
     path = self.index_root / version if version else None
     if path is not None and (path / "manifest.json").exists():
-      self.index = load_index(path)
-      self.version_path = path
+      self._use(load_index(path), path)
     else:
       self.refresh(step, params)
 
-  def protect(self) -> None:
-    """Keeps the current version until the next checkpoint: a resume reloads exactly it."""
-    self.protected = self.version_path.name
 
-  def stats(self) -> dict:
-    return duration_stats(self.durations)
+class IndexRefreshHook(StepHook):
+  """Runs a Refresher before every step and logs each step's staleness.
 
-  def close(self) -> None:
-    pass
+  Host metrics per step: `staleness` and `index_embedder_step`; its checkpoint state names the
+  index version in use (protected from pruning) and the running staleness statistics.
+  """
+  name = "index_refresh"
+
+  def __init__(self, refresher: Refresher):
+    self.refresher = refresher
+    self.staleness = {"count": 0, "sum": 0, "max": 0}
+
+  def before_step(self, step, params):
+    self.refresher.maybe_refresh(step, params)
+    staleness = self.refresher.staleness(step)
+    self.staleness["count"] += 1
+    self.staleness["sum"] += staleness
+    self.staleness["max"] = max(self.staleness["max"], staleness)
+    return {"staleness": staleness, "index_embedder_step": self.refresher.embedder_step}
+
+  def state(self):
+    self.refresher.protect()
+    return {"index_version": self.refresher.version_path.name,
+            "staleness": dict(self.staleness)}
+
+  def restore(self, state, params, step):
+    self.refresher.restore(state.get("index_version"), params, step)
+    self.staleness = dict(state["staleness"])
+
+  def summary(self):
+    s = self.staleness
+    return {**self.refresher.stats(),
+            "staleness_mean": s["sum"] / max(s["count"], 1),
+            "staleness_max": s["max"],
+            "refresh_every_steps": self.refresher.config.refresh_every_steps,
+            "index_manifests": [dict(self.refresher.index.manifest)]}

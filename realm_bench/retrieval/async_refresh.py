@@ -1,10 +1,10 @@
-"""The asynchronous index builder: a separate process that keeps the index fresh as REALM trains.
+"""The asynchronous refresh: a builder process that keeps the index fresh as REALM trains.
 
 The paper's system runs two jobs: the trainer, and an index builder that takes the newest
 retriever parameters, re-embeds the corpus and rebuilds the MIPS index, while the trainer keeps
 going on the previous index. Here:
 
-  trainer (AsyncRefresher)                       builder process (serve)
+  trainer (AsyncRefresher, run by IndexRefreshHook)  builder process (serve)
   every refresh_every_steps: export the          watch checkpoints/embedder/ for a newer
   document tower to checkpoints/embedder/   ->   export; embed the tokenised corpus (which the
                                                  trainer wrote to index/corpus/ at start) in
@@ -21,7 +21,8 @@ trainer removes old versions (keeping `keep`, the version in use and the one its
 checkpoint names) and exports older than the index in use.
 
 Which parameters an index was embedded with is its manifest's `embedder_step`; a step's
-staleness is `train_step - embedder_step`, as in the synchronous mode.
+staleness is `train_step - embedder_step`, and the refresh rule is `refresh.refresh_due`, as in
+the synchronous mode.
 """
 from __future__ import annotations
 
@@ -41,9 +42,11 @@ import numpy as np
 
 from realm_bench.io_utils import atomic_write_bytes
 from realm_bench.retrieval import corpus_embedding
+from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import MipsIndex, load_index
-from realm_bench.retrieval.refresh import (RefreshConfig, duration_stats, latest_version,
-                                           prune_versions, version_name, write_version)
+from realm_bench.retrieval.refresh import (Refresher, RefreshConfig, duration_stats,
+                                           latest_version, prune_versions, version_name,
+                                           write_version)
 
 EMBEDDER_DIR = Path("checkpoints") / "embedder"
 CORPUS_DIR = "corpus"
@@ -132,27 +135,21 @@ def serve(*, run_dir: str, config_text: str, model, index_prototype: MipsIndex,
     except (OSError, ValueError) as e:   # pruned by the trainer meanwhile: take the next one
       _log(f"could not read {path.name}: {e}")
       continue
-    clock = time.perf_counter()
     work = index_root / f".work-{version_name(step)}"
     _rmtree(work)
-    rows = corpus_embedding.embed_to_shards(
+    index = build_index(
         embed_fn=lambda x, p=params: embed(p, x),
+        index_factory=lambda: copy.deepcopy(index_prototype),
+        manifest={"embedder_step": step, "builder": "async"},
         make_batches=lambda skip: _corpus_batches(index_root, embed_batch_size, skip,
                                                   parent_pid),
-        out_dir=work, fingerprint={"step": step}, batch_size=embed_batch_size,
-        shard_rows=embed_batch_size * 256)
-    embed_seconds = time.perf_counter() - clock
-    embeddings, ids = corpus_embedding.assemble(work, work / "all.npy")
-    index = copy.deepcopy(index_prototype)
-    index.build(embeddings, ids, manifest={"embedder_step": step, "builder": "async"})
-    index.manifest["embed_seconds"] = round(embed_seconds, 4)
-    index.manifest["blocks_per_second"] = round(rows / max(embed_seconds, 1e-9), 1)
-    index.manifest["build_seconds"] = round(time.perf_counter() - clock, 4)
-    path = write_version(index, index_root, step)
-    del embeddings, index
-    _rmtree(work)
+        work_dir=work, fingerprint={"step": step}, batch_size=embed_batch_size,
+        shard_rows=embed_batch_size * 256,
+        save=lambda built: write_version(built, index_root, step))
+    _log(f"built {version_name(step)}: {index.num_blocks} blocks in "
+         f"{index.manifest['build_seconds']:.2f} s")
+    del index
     built = step
-    _log(f"built {path.name}: {rows} blocks in {time.perf_counter() - clock:.2f} s")
   _log("trainer has gone; builder exits")
 
 
@@ -190,8 +187,8 @@ def _serve_guarded(**kwargs) -> None:
 # The trainer's side.
 # ------------------------------------------------------------------------------------------
 
-class AsyncRefresher:
-  """SyncRefresher's interface over a supervised builder process.
+class AsyncRefresher(Refresher):
+  """The Refresher over a supervised builder process.
 
   `maybe_refresh(step, params)` runs between training steps: it exports the document tower
   when a refresh is due, restarts a dead builder, and swaps in an index the loader thread has
@@ -200,24 +197,19 @@ class AsyncRefresher:
 
   def __init__(self, *, run_dir, config: RefreshConfig, model, doc_ids: np.ndarray,
                doc_inputs: np.ndarray, index_prototype: MipsIndex, config_text: str):
+    super().__init__(config)
     self.run_dir = Path(run_dir)
     self.index_root = self.run_dir / "index"
     self.export_dir = self.run_dir / EMBEDDER_DIR
-    self.config = config
     self._spawn_kwargs = dict(
         run_dir=str(self.run_dir), config_text=config_text, model=model,
         index_prototype=index_prototype,
         embed_batch_size=config.embed_batch_size, poll_seconds=config.poll_seconds,
         parent_pid=os.getpid())
     self._corpus = (doc_ids, doc_inputs)
-    self.index: MipsIndex | None = None
-    self.version_path: Path | None = None
-    self.protected: str | None = None
-    self.durations: list[float] = []         # build seconds of every index swapped in
     self.wait_seconds = 0.0                   # the trainer blocked for an index
     self.overhead_seconds = 0.0               # exports, supervision and swaps
     self.restarts = 0
-    self.last_export: int | None = None
     self._process = None
     self._pending: tuple[MipsIndex, Path] | None = None
     self._lock = threading.Lock()
@@ -279,17 +271,10 @@ class AsyncRefresher:
       seen = path.name
 
   # -- between steps ----------------------------------------------------------------------
-  @property
-  def embedder_step(self) -> int:
-    return int(self.index.manifest["embedder_step"])
-
-  def staleness(self, step: int) -> int:
-    return step - self.embedder_step
-
   def maybe_refresh(self, step: int, params) -> bool:
     clock = time.perf_counter()
     self._supervise()
-    if self.last_export is None or step - self.last_export >= self.config.refresh_every_steps:
+    if self.due(step):
       self._export(step, params)
     if self.index is None:
       self._wait_for(step)
@@ -299,7 +284,7 @@ class AsyncRefresher:
 
   def _export(self, step: int, params) -> None:
     export_embedder(self.export_dir, step, params["retriever"])
-    self.last_export = step
+    self.last_refresh_step = step
 
   def _supervise(self) -> None:
     if self._process is None or self._process.is_alive():
@@ -339,7 +324,7 @@ class AsyncRefresher:
     if pending is None:
       return False
     self.index, self.version_path = pending
-    self.durations.append(float(self.index.manifest.get("build_seconds", 0.0)))
+    self.durations.append(float(self.index.manifest.get("build_seconds", 0.0)))   # the builder's
     prune_versions(self.index_root, self.config.keep, {self.protected, self.version_path.name})
     for export_step, path in exports(self.export_dir):
       if export_step < self.embedder_step:
@@ -352,14 +337,11 @@ class AsyncRefresher:
     path = self.index_root / version if version else None
     if path is not None and (path / "manifest.json").exists():
       self.index, self.version_path = load_index(path), path
-      self.last_export = self.embedder_step
+      self.last_refresh_step = self.embedder_step
     else:
       self._export(step, params)
       self._wait_for(step)
       self._swap()
-
-  def protect(self) -> None:
-    self.protected = self.version_path.name
 
   def stats(self) -> dict:
     return {**duration_stats(self.durations),

@@ -5,17 +5,17 @@ import numpy as np
 import pytest
 
 from realm_bench.errors import InputError
-from realm_bench.retrieval import builder, refresh
+from realm_bench.retrieval import async_refresh, refresh
 from realm_bench.retrieval.index import ExactIndex
 
 
 def test_embedder_exports_round_trip_and_list_in_step_order(tmp_path):
   params = {"encoder": {"kernel": np.arange(6, dtype=np.float32).reshape(2, 3)}}
   for step in (10, 2):
-    builder.export_embedder(tmp_path, step, params)
+    async_refresh.export_embedder(tmp_path, step, params)
   (tmp_path / ".step_00000011.msgpack.tmp").write_bytes(b"half")   # an unfinished write
-  assert [s for s, _ in builder.exports(tmp_path)] == [2, 10]
-  restored = builder.load_export(builder.exports(tmp_path)[-1][1])
+  assert [s for s, _ in async_refresh.exports(tmp_path)] == [2, 10]
+  restored = async_refresh.load_export(async_refresh.exports(tmp_path)[-1][1])
   np.testing.assert_array_equal(restored["retriever"]["encoder"]["kernel"],
                                 params["encoder"]["kernel"])
 
@@ -42,7 +42,7 @@ def test_refresh_config_rejects_unknown_modes():
 def test_a_builder_whose_trainer_has_gone_exits(tmp_path, capsys):
   import os, types  # pylint: disable=g-import-not-at-top,multiple-imports
   model = types.SimpleNamespace(embed_docs=lambda params, ids: ids)
-  builder.serve(run_dir=str(tmp_path), config_text="", model=model,
+  async_refresh.serve(run_dir=str(tmp_path), config_text="", model=model,
                 index_prototype=ExactIndex(), embed_batch_size=4,
                 poll_seconds=0.01, parent_pid=os.getppid() + 1)
   assert "trainer has gone" in capsys.readouterr().out

@@ -1,21 +1,109 @@
-"""Host-side featurisation: turning examples plus retrieved blocks into model batches.
+"""Host-side featurisation: examples plus retrieved blocks in, fixed-shape model batches out.
 
 This is where REALM's inputs are assembled, as in the released code's featurizer:
   pre-training   candidates  [CLS] title [SEP] body [SEP]   (document tower)
                  joint input [CLS] x [SEP] body [SEP]        (knowledge-augmented encoder)
                  candidate 0 is the null document: [CLS] [SEP] [SEP] and a query-only joint input
   Open-QA        reader input [CLS] q [SEP] title [SEP] body [SEP], spans inside the body only
-All arrays are padded to fixed shapes so one compiled step serves the whole run.
+All arrays are padded to fixed shapes so one compiled step serves the whole run. Each batch's
+keys, shapes and dtypes are declared once, in ICT_BATCH, REALM_BATCH and OPEN_QA_BATCH: the
+models' docstrings, the benchmarks and the tests read them from here.
 """
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from realm_bench.errors import InputError
 from realm_bench.tasks.metrics import REGEX_FLAGS, to_text
+
+
+# ------------------------------------------------------------------------------------------
+# Batch specs.
+# ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+  dims: tuple[str, ...]   # symbolic sizes, e.g. ("batch", "query_len")
+  dtype: str
+  doc: str
+  optional: bool = False  # absent from prediction batches (gold spans)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSpec:
+  """One model's batch layout: every key with its symbolic shape and dtype."""
+  name: str
+  fields: Mapping[str, Field]
+
+  def shapes(self, **sizes: int) -> dict[str, tuple[int, ...]]:
+    missing = sorted({d for f in self.fields.values() for d in f.dims} - set(sizes))
+    if missing:
+      raise ValueError(f"{self.name}: sizes for {missing} are needed")
+    return {k: tuple(sizes[d] for d in f.dims) for k, f in self.fields.items()}
+
+  def zeros(self, *, with_optional: bool = True, **sizes: int) -> dict[str, np.ndarray]:
+    """An all-zero batch of these shapes (benchmarks fill it; shape checks use it)."""
+    shapes = self.shapes(**sizes)
+    return {k: np.zeros(shapes[k], self.fields[k].dtype) for k, f in self.fields.items()
+            if with_optional or not f.optional}
+
+  def check(self, batch: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Raises ValueError unless `batch` has exactly these keys, ranks and dtypes, with one size
+    per symbolic dimension; returns the sizes."""
+    required = {k for k, f in self.fields.items() if not f.optional}
+    extra, missing = set(batch) - set(self.fields), required - set(batch)
+    if extra or missing:
+      raise ValueError(f"{self.name}: unexpected keys {sorted(extra)}, missing {sorted(missing)}")
+    sizes: dict[str, int] = {}
+    for key, array in batch.items():
+      field = self.fields[key]
+      if np.asarray(array).dtype != np.dtype(field.dtype) or np.ndim(array) != len(field.dims):
+        raise ValueError(f"{self.name}.{key}: expected {field.dtype} of rank {len(field.dims)}, "
+                         f"got {np.asarray(array).dtype} of shape {np.shape(array)}")
+      for dim, size in zip(field.dims, np.shape(array)):
+        if sizes.setdefault(dim, size) != size:
+          raise ValueError(f"{self.name}.{key}: {dim} is {size}, elsewhere {sizes[dim]}")
+    return sizes
+
+
+ICT_BATCH = BatchSpec("ict", {
+    "query_ids": Field(("batch", "query_len"), "int32", "[CLS] sentence [SEP] (the pseudo-query)"),
+    "doc_ids": Field(("batch", "block_len"), "int32",
+                     "[CLS] title [SEP] block without the sentence (mostly) [SEP]"),
+})
+
+REALM_BATCH = BatchSpec("realm_pretrain", {
+    "query_ids": Field(("batch", "query_len"), "int32", "[CLS] masked sentence [SEP]"),
+    "mlm_positions": Field(("batch", "masks"), "int32", "positions of the masked wordpieces"),
+    "mlm_targets": Field(("batch", "masks"), "int32", "their original ids"),
+    "mlm_weights": Field(("batch", "masks"), "float32", "1 for a real mask slot, 0 for padding"),
+    "cand_doc_ids": Field(("batch", "candidates", "block_len"), "int32",
+                          "document-tower inputs; candidate 0 is the null document"),
+    "joint_ids": Field(("batch", "candidates", "joint_len"), "int32",
+                       "[CLS] x [SEP] body [SEP] for the knowledge-augmented encoder"),
+    "joint_types": Field(("batch", "candidates", "joint_len"), "int32", "segment ids (body = 1)"),
+    "cand_valid": Field(("batch", "candidates"), "float32", "1 for a real candidate"),
+})
+
+OPEN_QA_BATCH = BatchSpec("open_qa", {
+    "query_ids": Field(("batch", "query_len"), "int32", "[CLS] question [SEP]"),
+    "retrieved_doc_emb": Field(("batch", "retrieved", "proj_dim"), "float32",
+                               "frozen index embeddings of the retrieved blocks, MIPS order"),
+    "retrieved_valid": Field(("batch", "retrieved"), "float32", "1 for a real block"),
+    "retrieved_has_answer": Field(("batch", "retrieved"), "float32",
+                                  "1 where the block holds a gold span (retriever marginal)"),
+    "reader_ids": Field(("batch", "read", "reader_len"), "int32",
+                        "[CLS] q [SEP] title [SEP] body [SEP] of the first `read` blocks"),
+    "reader_types": Field(("batch", "read", "reader_len"), "int32", "segment ids (block = 1)"),
+    "body_start": Field(("batch", "read"), "int32", "reader position of the body's first piece"),
+    "body_len": Field(("batch", "read"), "int32", "body wordpieces in the reader input"),
+    "gold_spans": Field(("batch", "read", "reader_len", "max_span_len"), "float32",
+                        "1 at (start, width) of every gold span (training only)", optional=True),
+})
 
 
 @dataclasses.dataclass
@@ -48,12 +136,29 @@ class Specials:
   mask: int
 
 
-def pad_rows(rows: Sequence[np.ndarray], length: int) -> np.ndarray:
+def pad_rows(rows: Sequence[np.ndarray], length: int, *, truncate: bool = False) -> np.ndarray:
+  """Zero-padded int32 [len(rows), length]. A longer row is an error unless `truncate`: the
+  tasks already keep within their sequence lengths, so a longer row means two lengths
+  disagree, which must not pass as a silent cut."""
   out = np.zeros((len(rows), length), np.int32)
   for i, r in enumerate(rows):
-    r = np.asarray(r)[:length]
+    r = np.asarray(r)
+    if len(r) > length:
+      if not truncate:
+        raise InputError(f"a row of {len(r)} ids does not fit the sequence length {length}")
+      r = r[:length]
     out[i, :len(r)] = r
   return out
+
+
+def fitted_length(needed: int, given: int | None, what: str) -> int:
+  """`given`, or the shortest length that holds the data when None; shorter is an error."""
+  if given is None:
+    return needed
+  if given < needed:
+    raise InputError(f"{what} length {given} is shorter than the {needed} wordpieces the data "
+                     f"need (query + block)", field="SequenceLengths.reader")
+  return given
 
 
 # ------------------------------------------------------------------------------------------
@@ -70,8 +175,11 @@ def select_candidates(retrieved_ids: np.ndarray, exclude: np.ndarray, num: int):
 
 
 def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus: Corpus,
-                   specials: Specials, *, query_len: int, max_masks: int) -> dict:
-  """examples: {"inputs", "targets"} from the pre-training task; candidate_ids [B, K-1]."""
+                   specials: Specials, *, query_len: int, max_masks: int,
+                   joint_len: int | None = None) -> dict:
+  """REALM_BATCH from {"inputs", "targets"} pre-training examples and candidate_ids [B, K-1].
+
+  `joint_len` None: the shortest that holds a query and the longest body."""
   b, k1 = candidate_ids.shape
   k = k1 + 1
   block_len = corpus.doc_inputs.shape[1]
@@ -81,7 +189,7 @@ def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus: 
   targets = np.zeros((b, max_masks), np.int32)
   weights = np.zeros((b, max_masks), np.float32)
   for i, e in enumerate(examples):
-    t = np.asarray(e["targets"])[:query_len]
+    t = np.asarray(e["targets"])
     pos = np.flatnonzero(t)[:max_masks]
     positions[i, :len(pos)] = pos
     targets[i, :len(pos)] = t[pos]
@@ -90,20 +198,21 @@ def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus: 
   null_doc[:3] = [specials.cls, specials.sep, specials.sep]
   cand_doc_ids = np.zeros((b, k, block_len), np.int32)
   cand_doc_ids[:, 0] = null_doc
-  joint_len = query_len + body_len + 1
+  joint_len = fitted_length(query_len + body_len + 1, joint_len, "joint (knowledge-augmented "
+                            "encoder)")
   joint_ids = np.zeros((b, k, joint_len), np.int32)
   joint_types = np.zeros((b, k, joint_len), np.int32)
   valid = np.zeros((b, k), np.float32)
   valid[:, 0] = 1.0
   for i, e in enumerate(examples):
-    q = np.asarray(e["inputs"])[:query_len]
+    q = np.asarray(e["inputs"])
     joint_ids[i, :, :len(q)] = q
     for j, block in enumerate(candidate_ids[i], start=1):
       if block < 0:
         continue
       row = corpus.row_of[int(block)]
       cand_doc_ids[i, j] = corpus.doc_inputs[row]
-      body = np.append(corpus.body_ids[row][:body_len], specials.sep)
+      body = np.append(corpus.body_ids[row], specials.sep)
       joint_ids[i, j, len(q):len(q) + len(body)] = body
       joint_types[i, j, len(q):len(q) + len(body)] = 1
       valid[i, j] = 1.0
@@ -180,15 +289,18 @@ class AnswerMatcher:
 
 def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings: np.ndarray,
              corpus: Corpus, specials: Specials, matcher: AnswerMatcher, *, query_len: int,
-             num_read: int, max_span_len: int, with_gold: bool = True) -> dict:
-  """examples: {"inputs", "answers"}; retrieved_ids [B, N] in MIPS order (-1 = none).
+             num_read: int, max_span_len: int, with_gold: bool = True,
+             reader_len: int | None = None) -> dict:
+  """OPEN_QA_BATCH from {"inputs", "answers"} examples; retrieved_ids [B, N] in MIPS order
+  (-1 = none). `reader_len` None: the shortest that holds a query, a title and a body.
 
   The first `num_read` blocks go to the reader; all N feed the retriever's marginal.
   `doc_embeddings` are the frozen index embeddings, row-aligned with `corpus`.
   """
   b, n = retrieved_ids.shape
   title_len = max((len(t) for t in corpus.title_ids), default=0)
-  reader_len = query_len + title_len + corpus.max_body_len + 2
+  reader_len = fitted_length(query_len + title_len + corpus.max_body_len + 2, reader_len,
+                             "reader")
   valid = retrieved_ids >= 0
   rows = np.where(valid, corpus.rows(np.where(valid, retrieved_ids, corpus.ids[0])), 0)
   batch = {
@@ -204,7 +316,7 @@ def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings
   if with_gold:
     batch["gold_spans"] = np.zeros((b, num_read, reader_len, max_span_len), np.float32)
   for i, e in enumerate(examples):
-    q = np.asarray(e["inputs"])[:query_len]
+    q = np.asarray(e["inputs"])
     answers = [to_text(a) for a in e.get("answers", [])]
     for j in range(n):
       if not valid[i, j]:

@@ -1,0 +1,124 @@
+"""ORQA fine-tuning and Open-QA prediction: questions + MIPS over a frozen index (OPEN_QA_BATCH)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+import gin
+import numpy as np
+
+from realm_bench.errors import InputError
+from realm_bench.pipelines import base, batching
+from realm_bench.retrieval.embed import Towers, build_index
+from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
+from realm_bench.tasks.open_qa import answers_are_regex, spec_of
+
+
+@gin.configurable
+@dataclasses.dataclass
+class OpenQAPipeline(base.Pipeline):
+  """The index is built once, from the warm-start document tower, and frozen.
+
+  `retrieve=False` is the closed-book control: every example reads only the null document.
+  `index_from` reads an index built by `realm-bench index` (the paper-scale path: the corpus
+  is embedded once, in shards, instead of in memory here). Whether answers are regular
+  expressions (CuratedTREC) follows from `qa_task`.
+  """
+  qa_task: str = "realm_bench.synthetic.nq_open"
+  corpus_task: str = "realm_bench.synthetic.corpus"
+  num_retrieved: int = 5000     # the retriever's marginal (ORQA: top 5000)
+  num_read: int = 5             # blocks the reader reads
+  max_span_len: int = 10
+  retrieve: bool = True
+  index_factory: Callable[[], MipsIndex] = ExactIndex
+  index_from: str | None = None
+
+  @property
+  def regex_answers(self) -> bool:
+    return answers_are_regex(self.qa_task)
+
+  @property
+  def task_name(self):
+    return self.qa_task
+
+  @property
+  def dataset(self):
+    return spec_of(self.qa_task).dataset
+
+  def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
+    for task in (self.qa_task, self.corpus_task):
+      base.check_task_vocabulary(task, model.vocabulary)
+    self.lengths = sequence_lengths
+    self.corpus = base.load_corpus(self.corpus_task, sequence_lengths)
+    self.specials = base.specials_of(model.vocabulary)
+    self.towers = Towers(model)
+    self.proj_dim = model.proj_dim
+    self.matcher = batching.AnswerMatcher(model.vocabulary.encode, regex=self.regex_answers)
+    self.index_path = Path(run_dir) / "index" / "frozen"
+    self.index = self._frozen_index(warm_start_params)
+
+  def _frozen_index(self, params) -> MipsIndex | None:
+    if not self.retrieve:
+      return None
+    if self.index_from:
+      index = load_index(Path(self.index_from) / "index")
+      if not np.array_equal(index.ids, self.corpus.ids):
+        raise InputError(f"the index holds {index.num_blocks} blocks that are not the corpus "
+                         f"{self.corpus_task!r} ({len(self.corpus.ids)} blocks)",
+                         path=Path(self.index_from) / "index", field="ids")
+      return index
+    if (self.index_path / "manifest.json").exists():
+      return load_index(self.index_path)
+    if params is None:
+      raise ValueError("OpenQAPipeline needs warm-start parameters to build its index")
+    return build_index(
+        embed_fn=lambda ids: self.towers.embed_doc_batch(params, ids),
+        index_factory=self.index_factory, manifest={"embedder_step": "warm_start"},
+        doc_inputs=self.corpus.doc_inputs, ids=self.corpus.ids,
+        save=lambda index: index.save(self.index_path))
+
+  def examples(self, split: str) -> list[dict]:
+    return base.task_examples(self.qa_task, split, self.lengths.for_queries())
+
+  def stream(self, *, batch_size, seed):
+    examples = self.examples("train")
+    self.num_examples = len(examples)
+    return base.example_stream(examples, batch_size=batch_size, seed=seed)
+
+  def retrieve_ids(self, params, query_ids, k) -> np.ndarray:
+    if self.index is None:
+      return np.full((query_ids.shape[0], 1), -1, np.int64)
+    q = self.towers.embed_queries(params, query_ids, batch_size=query_ids.shape[0])
+    return self.index.search(q, k)[1]
+
+  def batch(self, params, raw, *, with_gold: bool) -> tuple[dict, np.ndarray]:
+    """(OPEN_QA_BATCH, retrieved block ids [B, N]); prediction reads the top `num_read`."""
+    query_ids = batching.pad_rows([e["inputs"] for e in raw], self.lengths.query)
+    k = self.num_retrieved if with_gold else self.num_read
+    retrieved = self.retrieve_ids(params, query_ids, k)
+    embeddings = (self.index.embeddings if self.index is not None
+                  else np.zeros((len(self.corpus.ids), self.proj_dim), np.float32))
+    return self._qa_batch(raw, retrieved, embeddings, with_gold), retrieved
+
+  def prepare(self, step, params, raw):
+    del step
+    return self.batch(params, raw, with_gold=True)[0]
+
+  def shape_batch(self, raw):
+    k = self.num_retrieved if self.index is not None else 1
+    retrieved = np.resize(self.corpus.ids, (len(raw), min(k, len(self.corpus.ids))))
+    if self.index is None:
+      retrieved[:] = -1
+    embeddings = np.zeros((len(self.corpus.ids), self.proj_dim), np.float32)
+    return self._qa_batch(raw, retrieved, embeddings, True)
+
+  def _qa_batch(self, raw, retrieved, embeddings, with_gold):
+    return batching.qa_batch(raw, retrieved, embeddings, self.corpus, self.specials,
+                             self.matcher, query_len=self.lengths.query,
+                             num_read=min(self.num_read, retrieved.shape[1]),
+                             max_span_len=self.max_span_len, with_gold=with_gold,
+                             reader_len=self.lengths.reader)
+
+  def summary(self):
+    return {"index_manifests": [] if self.index is None else [dict(self.index.manifest)]}

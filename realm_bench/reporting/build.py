@@ -1,0 +1,182 @@
+"""Building a table's sections from the records frame: paper rows, synthetic rows, sweeps.
+
+Paper-scale runs sit beside the printed numbers with the difference; synthetic-scale runs get
+their own section and never a difference, because a number from the synthetic world compared
+against a Wikipedia number means nothing. Only evaluations count (training records are there
+for their lineage).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from realm_bench.errors import InputError
+from realm_bench.reporting.collect import BASE_COLUMNS, collect_records, mean_and_count, select
+from realm_bench.reporting.records import SCALES
+from realm_bench.reporting.specs import Spec, SweepSpec, TableSpec
+
+MISSING = "—"
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+  key: str          # the `section` column of the csv
+  title: str
+  note: str
+  frame: pd.DataFrame
+  kinds: Mapping[str, str]  # column -> text | value | delta | count | param
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltTable:
+  spec: Spec
+  sections: tuple[Section, ...]
+  sweep_points: pd.DataFrame | None = None  # for the staleness plot
+
+
+def _value(mean):
+  return math.nan if mean is None else round(mean, 3)
+
+
+def _paper_section(spec: TableSpec, reported, frame) -> Section:
+  records, kinds = [], {"row": "count", "system": "text", "experiment": "text"}
+  sources = sorted({c.source for c in reported.values() if c.table == spec.reported_table})
+  for row in spec.rows:
+    out = {"row": row.row, "system": row.label, "experiment": row.experiment}
+    for col in spec.columns:
+      cell = reported.get((spec.reported_table, row.row, col.dataset, col.split, col.metric))
+      rep = math.nan if cell is None else cell.value
+      ours, n = None, pd.NA
+      if row.experiment:
+        ours, n = mean_and_count(select(
+            frame, experiment=row.experiment, scale="paper", dataset=col.dataset,
+            split=col.split, metric=col.metric, table=spec.reported_table,
+            row=row.row)["value"])
+      out[f"{col.name} reported"] = rep
+      out[f"{col.name} ours"] = _value(ours)
+      out[f"{col.name} n"] = n
+      out[f"{col.name} Δ"] = (_value(ours - rep) if ours is not None and cell is not None
+                              else math.nan)
+      kinds.update({f"{col.name} reported": "value", f"{col.name} ours": "value",
+                    f"{col.name} n": "count", f"{col.name} Δ": "delta"})
+    records.append(out)
+  table = pd.DataFrame(records, columns=list(kinds))
+  table["row"] = table["row"].astype("Int64")
+  for col in spec.columns:
+    table[f"{col.name} n"] = table[f"{col.name} n"].astype("Int64")
+  note = (f"Reported: {'; '.join(sources)}. Ours: mean of the paper-scale run records "
+          f"(n = how many). Δ = ours − reported. {MISSING} = no number; a row without an "
+          f"experiment is not rerun here.")
+  return Section(key="paper", title="Paper scale: reported | ours | Δ", note=note,
+                 frame=table, kinds=kinds)
+
+
+def _synthetic_section(spec: TableSpec, frame) -> Section:
+  records, kinds = [], {"system": "text", "experiment": "text"}
+  for row in spec.synthetic_rows:
+    out = {"system": row.label, "experiment": row.experiment}
+    for col in spec.synthetic_columns:
+      ours, n = mean_and_count(select(
+          frame, experiment=row.experiment, scale="synthetic", dataset=col.dataset,
+          split=col.split, metric=col.metric, table=spec.reported_table,
+          row=row.row)["value"])
+      out[f"{col.name} ours"] = _value(ours)
+      out[f"{col.name} n"] = n
+      kinds.update({f"{col.name} ours": "value", f"{col.name} n": "count"})
+    records.append(out)
+  table = pd.DataFrame(records, columns=list(kinds))
+  for col in spec.synthetic_columns:
+    table[f"{col.name} n"] = table[f"{col.name} n"].astype("Int64")
+  note = (f"{spec.synthetic_title}. Ours: mean of the synthetic-scale run records (n = how "
+          f"many). No Δ: the paper's numbers are on other data.")
+  return Section(key="synthetic", title="Synthetic scale: ours only, not comparable to the "
+                 "paper", note=note,
+                 frame=table, kinds=kinds)
+
+
+def _sweep_kinds(spec: SweepSpec) -> dict[str, str]:
+  kinds = {"scale": "text", spec.param: "param"}
+  kinds.update({c.name: "value" for c in spec.sweep_columns})
+  kinds["n"] = "count"
+  return kinds
+
+
+def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
+  """One row per (scale, parameter value): mean of each column over runs, and n runs."""
+  param_col = f"params.{spec.param}"
+  picked = frame[(frame["kind"] != "train") & (frame["experiment"] == spec.experiment)
+                 & (frame["dataset"] == spec.dataset) & (frame["split"] == spec.split)]
+  if param_col not in picked.columns:
+    picked = picked.assign(**{param_col: math.nan})
+  unswept = picked[picked[param_col].isna()]
+  if len(unswept):
+    raise InputError(f"a {spec.experiment!r} run must record the swept parameter",
+                     path=unswept["path"].iloc[0], field=param_col)
+  out = []
+  for (scale, value), group in picked.groupby(["scale", param_col], sort=True):
+    point: dict[str, Any] = {"scale": scale, spec.param: value}
+    runs = group.drop_duplicates("run_id")
+    for c in spec.sweep_columns:
+      if c.metric is not None:
+        values = group[group["metric"] == c.metric]["value"]
+      else:
+        stat_col = f"stats.{c.stat}"
+        values = (pd.to_numeric(runs[stat_col], errors="coerce") if stat_col in runs.columns
+                  else pd.Series([], dtype=float))
+      point[c.name] = _value(mean_and_count(values)[0])
+    point["n"] = runs["run_id"].nunique()
+    out.append(point)
+  points = pd.DataFrame(out, columns=list(_sweep_kinds(spec)))
+  points["n"] = points["n"].astype("Int64")
+  values = pd.to_numeric(points[spec.param], errors="coerce")
+  if len(values) and values.notna().all() and (values % 1 == 0).all():
+    points[spec.param] = values.astype("Int64")
+  return points
+
+
+def _sweep_sections(spec: SweepSpec, points: pd.DataFrame) -> tuple[Section, ...]:
+  kinds = _sweep_kinds(spec)
+  columns = [c for c in points.columns if c != "scale"]
+  what = (f"Runs of experiment {spec.experiment!r} on {spec.dataset} {spec.split}, one row "
+          f"per params.{spec.param}; values are means over runs (n = how many).")
+  if points.empty:
+    return (Section(key="sweep", title="No sweep runs yet", note=what,
+                    frame=points[columns], kinds=kinds),)
+  sections = []
+  for scale in SCALES:
+    part = points[points["scale"] == scale]
+    if len(part):
+      label = "synthetic scale (ours only)" if scale == "synthetic" else "paper scale"
+      sections.append(Section(key=f"sweep {scale}", title=f"Sweep at {label}", note=what,
+                              frame=part[columns].reset_index(drop=True), kinds=kinds))
+  return tuple(sections)
+
+
+def build_tables(*, frame: pd.DataFrame, specs: Sequence[Spec],
+                 reported: Mapping) -> list[BuiltTable]:
+  built = []
+  for spec in specs:
+    if isinstance(spec, TableSpec):
+      sections = [_paper_section(spec, reported, frame)]
+      if spec.synthetic_rows:
+        sections.append(_synthetic_section(spec, frame))
+      built.append(BuiltTable(spec=spec, sections=tuple(sections)))
+    else:
+      points = sweep_points(spec, frame)
+      built.append(BuiltTable(spec=spec, sections=_sweep_sections(spec, points),
+                              sweep_points=points))
+  return built
+
+
+def load_frame(runs_dir) -> pd.DataFrame:
+  """The records under runs_dir; a folder that does not exist simply means no runs yet."""
+  if not Path(runs_dir).exists():
+    print(f"note: runs folder {runs_dir} does not exist; showing the reported numbers only",
+          file=sys.stderr)
+    return pd.DataFrame(columns=list(BASE_COLUMNS))
+  return collect_records(runs_dir)

@@ -1,0 +1,111 @@
+"""Host-side featurisation of REALM batches, and the batch specs every model reads."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from realm_bench.errors import InputError
+from realm_bench.pipelines import batching
+
+
+def _corpus():
+  bodies = ["Born in 1873 in Lisvar.", "Founded in 1905 by Karvel Dotan."]
+  starts = [np.array([0, 5, 8, 13, 16, 22]), np.array([0, 8, 11, 16, 19, 26, 31])]
+  ends = [np.array([4, 7, 12, 15, 22, 23]), np.array([7, 10, 15, 18, 25, 31, 32])]
+  body_ids = [np.array([10, 11, 12, 11, 13, 4]), np.array([20, 11, 14, 21, 15, 16, 4])]
+  title_ids = [np.array([30]), np.array([31, 32])]
+  doc_inputs = batching.pad_rows([np.concatenate([[2], t, [3], b, [3]])
+                                  for t, b in zip(title_ids, body_ids)], 12)
+  return batching.Corpus(ids=np.array([5, 9]), titles=["Lisvar man", "Acme"], bodies=bodies,
+                         doc_inputs=doc_inputs, title_ids=title_ids, body_ids=body_ids,
+                         body_starts=starts, body_ends=ends)
+
+
+SPECIALS = batching.Specials(cls=2, sep=3, mask=1)
+
+
+def test_candidates_skip_the_source_block():
+  got = batching.select_candidates(np.array([[5, 9, 7], [9, 5, 7]]), np.array([5, -2]), 2)
+  np.testing.assert_array_equal(got, [[9, 7], [9, 5]])
+
+
+def test_pretrain_batch_puts_the_null_document_first():
+  examples = [{"inputs": np.array([2, 1, 1, 40, 3]), "targets": np.array([0, 12, 13, 0, 0])}]
+  b = batching.pretrain_batch(examples, np.array([[9, -1]]), _corpus(), SPECIALS,
+                              query_len=6, max_masks=3)
+  np.testing.assert_array_equal(b["mlm_positions"][0], [1, 2, 0])
+  np.testing.assert_array_equal(b["mlm_weights"][0], [1, 1, 0])
+  np.testing.assert_array_equal(b["cand_valid"][0], [1, 1, 0])
+  np.testing.assert_array_equal(b["cand_doc_ids"][0, 0, :4], [2, 3, 3, 0])   # null doc
+  # Joint input: the query, then the candidate's body (no title) and [SEP], as segment 1.
+  np.testing.assert_array_equal(b["joint_ids"][0, 1, :13],
+                                [2, 1, 1, 40, 3, 20, 11, 14, 21, 15, 16, 4, 3])
+  assert b["joint_types"][0, 1, 4] == 0 and b["joint_types"][0, 1, 5] == 1
+  assert not b["joint_ids"][0, 0, 5:].any()                                 # null: query only
+
+
+def test_answer_spans_strings_and_regexes():
+  corpus = _corpus()
+  encode = {"1873": [12], "Karvel Dotan": [15, 16], "in 1873": [11, 12]}.__getitem__
+  strings = batching.AnswerMatcher(encode, regex=False)
+  assert strings.spans(["1873"], corpus, 0, 10) == [(2, 2)]
+  assert strings.spans(["in 1873"], corpus, 0, 10) == [(1, 2)]
+  assert strings.spans(["Karvel Dotan"], corpus, 1, 1) == []                 # too long
+  regexes = batching.AnswerMatcher(None, regex=True)
+  assert regexes.spans([r"(?:in )?19\d\d"], corpus, 1, 10) == [(1, 2)]
+  assert regexes.spans(["(unclosed"], corpus, 1, 10) == []
+  assert batching.answer_text(corpus, 5, 2, 2) == "1873"
+  assert batching.answer_text(corpus, 9, 4, 5) == "Karvel Dotan"
+
+
+def test_qa_batch_marks_gold_spans_inside_the_body():
+  corpus = _corpus()
+  matcher = batching.AnswerMatcher({"1873": [12]}.__getitem__, regex=False)
+  examples = [{"inputs": np.array([2, 50, 51, 3]), "answers": [b"1873"]}]
+  emb = np.eye(2, 4, dtype=np.float32)
+  b = batching.qa_batch(examples, np.array([[9, 5, -1]]), emb, corpus, SPECIALS, matcher,
+                        query_len=4, num_read=2, max_span_len=3)
+  np.testing.assert_array_equal(b["retrieved_has_answer"][0], [0, 1, 0])
+  np.testing.assert_array_equal(b["retrieved_valid"][0], [1, 1, 0])
+  np.testing.assert_array_equal(b["retrieved_doc_emb"][0, 1], emb[0])        # block 5 = row 0
+  start = b["body_start"][0, 1]
+  assert start == 4 + 1 + 1                                                  # [CLS] q [SEP] t [SEP]
+  assert b["gold_spans"][0, 1, start + 2, 0] == 1 and b["gold_spans"].sum() == 1
+  assert b["reader_ids"][0, 1, start + 2] == 12
+
+
+def test_batches_match_their_specs():
+  corpus = _corpus()
+  examples = [{"inputs": np.array([2, 1, 1, 40, 3]), "targets": np.array([0, 12, 13, 0, 0])}]
+  realm = batching.pretrain_batch(examples, np.array([[9, -1]]), corpus, SPECIALS,
+                                  query_len=6, max_masks=3)
+  sizes = batching.REALM_BATCH.check(realm)
+  assert sizes == {"batch": 1, "query_len": 6, "masks": 3, "candidates": 3, "block_len": 12,
+                   "joint_len": 6 + 7 + 1}
+  matcher = batching.AnswerMatcher({"1873": [12]}.__getitem__, regex=False)
+  qa = batching.qa_batch([{"inputs": np.array([2, 50, 3]), "answers": [b"1873"]}],
+                         np.array([[9, 5]]), np.eye(2, 4, dtype=np.float32), corpus, SPECIALS,
+                         matcher, query_len=4, num_read=2, max_span_len=3)
+  assert batching.OPEN_QA_BATCH.check(qa)["reader_len"] == 4 + 2 + 7 + 2
+  del qa["gold_spans"]   # optional: prediction batches have none
+  batching.OPEN_QA_BATCH.check(qa)
+  with pytest.raises(ValueError, match="missing"):
+    batching.REALM_BATCH.check({k: v for k, v in realm.items() if k != "cand_valid"})
+  with pytest.raises(ValueError, match="int32"):
+    batching.REALM_BATCH.check({**realm, "joint_ids": realm["joint_ids"].astype(np.int64)})
+  zeros = batching.ICT_BATCH.zeros(batch=2, query_len=5, block_len=7)
+  assert zeros["query_ids"].shape == (2, 5) and zeros["doc_ids"].dtype == np.int32
+
+
+def test_lengths_are_checked_not_trimmed():
+  with pytest.raises(InputError, match="does not fit the sequence length 3"):
+    batching.pad_rows([np.arange(4)], 3)
+  np.testing.assert_array_equal(batching.pad_rows([np.arange(4)], 3, truncate=True), [[0, 1, 2]])
+  corpus = _corpus()
+  examples = [{"inputs": np.array([2, 1, 1, 40, 3]), "targets": np.array([0, 12, 13, 0, 0])}]
+  wider = batching.pretrain_batch(examples, np.array([[9, -1]]), corpus, SPECIALS,
+                                  query_len=6, max_masks=3, joint_len=20)
+  assert wider["joint_ids"].shape == (1, 3, 20)
+  with pytest.raises(InputError, match="shorter than the 14"):
+    batching.pretrain_batch(examples, np.array([[9, -1]]), corpus, SPECIALS, query_len=6,
+                            max_masks=3, joint_len=13)
