@@ -5,6 +5,7 @@ import pytest
 
 from realm_bench import cli, sweep
 from realm_bench.errors import InputError
+from realm_bench.reporting import collect
 from realm_bench.reporting.records import read_record
 
 
@@ -31,15 +32,18 @@ def test_sweep_records_one_point_per_value(tmp_path, capsys, monkeypatch):
   assert cli.main(argv) == 0
   out = tmp_path / "out"
   runs = out / "runs"
+  frame = collect.collect_records(runs).set_index("run_id")
   for value, refreshes in ((2, 4), (8, 1)):
-    recall = read_record(runs / f"staleness_refresh_{value:04d}_recall_dev" / "record.json")
-    em = read_record(runs / f"staleness_refresh_{value:04d}_eval_dev" / "record.json")
-    for record in (recall, em):
+    for stage in ("recall_dev", "eval_dev"):
+      run_id = f"staleness_refresh_{value:04d}_{stage}"
+      record = read_record(runs / run_id)
       assert record.experiment == "staleness" and record.split == "dev"
-      assert record.params["refresh_every_steps"] == value
-      assert record.stats["num_refreshes"] == refreshes
-      assert str(tmp_path) not in (runs / record.run_id / "record.json").read_text()
-    assert record.stats["staleness_max"] == value - 1
+      # The pre-training's interval and statistics reach the evaluation through its lineage.
+      assert frame.loc[run_id, "params.refresh_every_steps"] == value
+      assert frame.loc[run_id, "stats.num_refreshes"] == refreshes
+      assert frame.loc[run_id, "stats.staleness_max"] == value - 1
+    for run in runs.iterdir():
+      assert str(tmp_path) not in (run / "record.json").read_text()
   table = (out / "tables" / "staleness.md").read_text()
   assert "Sweep at synthetic scale" in table and (out / "tables" / "staleness.png").exists()
   capsys.readouterr()
