@@ -1,19 +1,38 @@
 """The seeded synthetic world: entities, a knowledge corpus, pre-training text and questions.
 
 REALM's effects (retrieval helps, a stale index hurts, a learned retriever beats a fixed one)
-only show when answering needs the corpus. So the world has many entities whose attribute
-values are shared (many people born the same year or in the same town), distractor entities
-whose names differ from a real one by a single letter but whose facts all differ, and every
-entity's facts are spread over two or more blocks so no block holds everything about it.
+only show when answering needs the corpus and finding the right block is hard the way real
+Open-QA is hard. Generator 1 failed that: subjects stood first in most corpus sentences and in
+no question (ICT learned "first token = title"), word overlap alone found the answer block for
+99.5% of questions, half the salient spans masked an undeterminable subject, and dev was too
+small to tell runs apart. Hence:
 
-Questions are split by FACT (subject, relation), not by question, and the same partition is
-used by all three benchmarks, so a test fact is never asked during fine-tuning; the
-pre-training sentences state every fact, as Wikipedia text covers everything.
+- Only "major" relations are asked; every entity also has "minor" facts (hobby, river, motto)
+  and a block holds at most one major fact, so recognising the entity (what ICT's pseudo-queries
+  teach) finds the right few blocks, not the right one: the relation must match too.
+- Blocks read like passages of one encyclopaedia article: the title names the subject, the
+  lead passage names it in full once, every other sentence says "Drosk", "the town", "the
+  firm". Word overlap with the name then favours the entity's own blocks only a little over
+  the blocks of others that mention it.
+- Subjects stand anywhere in a sentence (lead-ins, passives, subject-final), in every kind of
+  text, so no position gives the title away.
+- Vocabulary mismatch: a relation is worded one way in the corpus and another in pre-training
+  text. Questions use the pre-training words, and a `question_corpus_overlap` fraction of them
+  also the corpus's; for the others BM25 cannot tell which of the entity's blocks answers, and
+  the pre-training text is where a model can learn the question's wording. Some question words
+  also occur in other facts' corpus sentences ("year", "work", "based"), as in real text.
+- A salient span is one its sentence plus the gold block pin down: the object always, the
+  subject only when no other entity has the same (relation, object).
+- Near-name distractors (one letter away, every fact different) and shared values keep surface
+  matching from sufficing.
 
-Only the standard library and gin are imported: the generator must run before (and without)
-TensorFlow, JAX or seqio. Everything random comes from one `random.Random(seed)` and every
-iteration is over lists in a fixed order, so the same seed and GENERATOR_VERSION give
-byte-identical files.
+Questions are split by FACT (subject, relation), with one partition for all three benchmarks,
+so a test fact is never asked in fine-tuning; the pre-training text states every major fact.
+
+Only the standard library and gin are imported: the generator runs before (and without)
+TensorFlow, JAX or seqio. Everything random comes from one `random.Random(seed)`, iterating
+over lists in a fixed order, so a seed and GENERATOR_VERSION give byte-identical files.
+Templates and word lists are in `world_text`, names and values in `world_entities`.
 """
 from __future__ import annotations
 
@@ -21,21 +40,22 @@ import dataclasses
 import math
 import random
 import re
-import unicodedata
 from pathlib import Path
-from typing import Callable
 
 import gin
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import (atomic_write_json, atomic_write_jsonl, atomic_write_text,
                                   sha256_file)
+from realm_bench.tasks import world_text as text
+from realm_bench.tasks.world_entities import Entity, assign_attributes, fold, make_entities
 
 # Bump whenever the same config would produce different files.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 SPLITS = ("train", "dev", "test")
 BENCHMARKS = ("nq", "wq", "trec")
+KINDS = ("person", "place", "organisation")
 
 
 @gin.configurable
@@ -49,30 +69,40 @@ class WorldConfig:
     num_regions: regions places lie in; few regions means many places share one.
     distractor_fraction: per kind, this fraction of extra entities whose name is one letter
       away from a real entity's and whose every fact differs from it.
-    facts_per_block: most facts one corpus block states.
-    min_blocks_per_entity: an entity's facts are spread over at least this many blocks (as far
-      as it has facts), so retrieval must find the right block, not just the right entity.
-    pretrain_sentences_per_fact: pre-training sentences restating each fact (at most 3, one
-      per distinct pre-training template).
-    dev_fraction, test_fraction: fractions of facts held out as dev and test questions.
+    minor_facts_per_entity: at least this many never-asked facts per entity (one number, or a
+      dict kind -> number), topped up so that every major fact has a block of its own and
+      every block is full.
+    facts_per_block: facts (one sentence each) per corpus block, at most one of them major; an
+      entity's facts fill ceil(facts / facts_per_block) blocks. At least 2, as ICT needs one
+      sentence for the pseudo-query and one to keep.
+    pretrain_sentences_per_fact: pre-training sentences restating each major fact (distinct
+      pre-training templates).
+    minor_pretrain_sentences_per_fact: the same for minor facts (0: minor facts are only in the
+      corpus).
+    dev_fraction, test_fraction: fractions of major facts held out as dev and test questions.
     train_questions_per_fact: differently phrased questions asked about each training fact.
+    question_corpus_overlap: fraction of questions phrased with the corpus's words for the
+      relation; the others share only the pre-training text's words.
     nq_fraction, wq_fraction, trec_fraction: fraction of each split's facts a benchmark asks.
     first_birth_year, last_birth_year: people's birth years; a narrow range makes many
       people share one.
     accent_fraction: fraction of name words given one accented vowel, so Unicode paths run.
   """
   seed: int = 0
-  num_people: int = 300
-  num_places: int = 70
-  num_organisations: int = 80
-  num_regions: int = 10
+  num_people: int = 500
+  num_places: int = 115
+  num_organisations: int = 130
+  num_regions: int = 16
   distractor_fraction: float = 0.2
+  minor_facts_per_entity: int | dict = dataclasses.field(
+      default_factory=lambda: {"person": 12, "place": 5, "organisation": 6})
   facts_per_block: int = 2
-  min_blocks_per_entity: int = 2
   pretrain_sentences_per_fact: int = 2
-  dev_fraction: float = 0.1
-  test_fraction: float = 0.15
-  train_questions_per_fact: int = 1
+  minor_pretrain_sentences_per_fact: int = 0
+  dev_fraction: float = 0.3
+  test_fraction: float = 0.3
+  train_questions_per_fact: int = 2
+  question_corpus_overlap: float = 0.5
   nq_fraction: float = 1.0
   wq_fraction: float = 0.7
   trec_fraction: float = 0.5
@@ -85,348 +115,95 @@ class WorldConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Relation:
-  """One attribute: its templates per use. `{s}` subject, `{o}` object, `{a}` a/an for {o}."""
+  """One attribute and its phrasing families (see `world_text`)."""
+  name: str
   subject_kind: str
-  object_type: str   # year | person | place | organisation | region | occupation | industry
+  object_type: str   # year | person | place | organisation | region | a word list's name
   corpus: tuple[str, ...]
   pretrain: tuple[str, ...]
-  nq: tuple[str, ...]
-  wq: tuple[str, ...]
-  trec: tuple[str, ...]
+  ask_corpus: tuple[str, ...] = ()
+  ask_pretrain: tuple[str, ...] = ()
+
+  @property
+  def major(self) -> bool:
+    return bool(self.ask_corpus)
 
 
-# Corpus and pre-training templates are disjoint, so a pre-training sentence never appears
-# verbatim in the corpus (the block it came from is excluded at pre-training anyway).
-RELATIONS: dict[str, Relation] = {
-    "birth_year": Relation(
-        "person", "year",
-        corpus=("{s} was born in {o}.", "{s} was born in the year {o}."),
-        pretrain=("In {o}, {s} was born.", "The birth of {s} took place in {o}.",
-                  "{s} arrived in the world in {o}."),
-        nq=("when was {s} born", "what year was {s} born"),
-        wq=("what year was {s} born?", "in what year was {s} born?"),
-        trec=("In what year was {s} born?", "When was {s} born?")),
-    "birthplace": Relation(
-        "person", "place",
-        corpus=("{s} was born in the town of {o}.", "{s} is a native of {o}."),
-        pretrain=("{o} is the birthplace of {s}.", "The hometown of {s} is {o}.",
-                  "{s} grew up in {o}, the town of their birth."),
-        nq=("where was {s} born", "what is the birthplace of {s}"),
-        wq=("what city was {s} born in?", "where is {s} from?"),
-        trec=("Where was {s} born?", "What town was {s} born in?")),
-    "occupation": Relation(
-        "person", "occupation",
-        corpus=("{s} worked as {a} {o}.", "By trade, {s} was {a} {o}."),
-        pretrain=("{s} earned a living as {a} {o}.",
-                  "The profession of {s} was that of {a} {o}.", "{s} trained to become {a} {o}."),
-        nq=("what was the occupation of {s}", "what was {s}'s job"),
-        wq=("what was {s}'s profession?", "what kind of work did {s} do?"),
-        trec=("What was {s}'s profession?", "What did {s} do for a living?")),
-    "employer": Relation(
-        "person", "organisation",
-        corpus=("{s} was employed by {o}.", "{s} spent a career at {o}."),
-        pretrain=("{o} employed {s}.", "{s} held a position with {o}.",
-                  "For many years {s} worked for {o}."),
-        nq=("who did {s} work for", "who was the employer of {s}"),
-        wq=("what company did {s} work for?", "where did {s} work?"),
-        trec=("Who employed {s}?", "For which company did {s} work?")),
-    "region": Relation(
-        "place", "region",
-        corpus=("{s} is a town in the region of {o}.", "{s} lies within {o}."),
-        pretrain=("The town of {s} belongs to {o}.", "{o} is the region that contains {s}.",
-                  "{s} is part of {o}."),
-        nq=("what region is {s} in", "where is {s} located"),
-        wq=("what region is {s} located in?", "which region does {s} belong to?"),
-        trec=("In which region is {s}?", "Where is {s} located?")),
-    "settled_year": Relation(
-        "place", "year",
-        corpus=("{s} was founded in {o}.", "The settlement of {s} dates from {o}."),
-        pretrain=("Settlers established {s} in {o}.", "{s} was first settled in {o}.",
-                  "The town of {s} has existed since {o}."),
-        nq=("when was {s} founded", "what year was the town of {s} founded"),
-        wq=("when was the town of {s} settled?", "what year was {s} first settled?"),
-        trec=("When was {s} founded?", "In what year was {s} settled?")),
-    "mayor": Relation(
-        "place", "person",
-        corpus=("The mayor of {s} is {o}.", "{o} serves as mayor of {s}."),
-        pretrain=("{s} elected {o} as its mayor.", "{o} holds the office of mayor in {s}.",
-                  "The town of {s} is governed by mayor {o}."),
-        nq=("who is the mayor of {s}", "who is the current mayor of {s}"),
-        wq=("who is {s}'s mayor?", "who is the mayor of the town of {s}?"),
-        trec=("Who is the mayor of {s}?", "Who governs {s} as mayor?")),
-    "founder": Relation(
-        "organisation", "person",
-        corpus=("{s} was founded by {o}.", "{o} established {s}."),
-        pretrain=("{o} is the founder of {s}.", "{s} owes its creation to {o}.",
-                  "{s} was started by {o}."),
-        nq=("who founded {s}", "who was the founder of {s}"),
-        wq=("who started {s}?", "who created the company {s}?"),
-        trec=("Who founded {s}?", "Who was the founder of {s}?")),
-    "founding_year": Relation(
-        "organisation", "year",
-        corpus=("{s} was established in {o}.", "{s} has operated since {o}."),
-        pretrain=("{s} opened its doors in {o}.", "The founding year of {s} is {o}.",
-                  "In {o}, {s} began trading."),
-        nq=("when was {s} established", "what year was {s} founded"),
-        wq=("what year did {s} start?", "when did the company {s} open?"),
-        trec=("When was {s} established?", "In what year was {s} founded?")),
-    "headquarters": Relation(
-        "organisation", "place",
-        corpus=("{s} is headquartered in {o}.", "The head office of {s} is in {o}."),
-        pretrain=("{s} keeps its headquarters in {o}.", "{o} is home to the head office of {s}.",
-                  "{s} is based in {o}."),
-        nq=("where is {s} headquartered", "where is the head office of {s}"),
-        wq=("what city is {s} based in?", "where are {s}'s headquarters?"),
-        trec=("Where is {s} headquartered?", "Where are the headquarters of {s}?")),
-    "industry": Relation(
-        "organisation", "industry",
-        corpus=("{s} works in the {o} industry.", "{s} is {a} {o} company."),
-        pretrain=("{s} does business in {o}.", "The trade of {s} is {o}.",
-                  "{s} earns its money from {o}."),
-        nq=("what industry is {s} in", "what business is {s} in"),
-        wq=("what kind of business is {s}?", "what does the company {s} do?"),
-        trec=("What industry is {s} in?", "What business is {s} in?")),
-}
+def _relations(table: dict) -> dict[str, Relation]:
+  return {name: Relation(name, spec["kind"], spec["object"], spec["corpus"], spec["pretrain"],
+                         spec.get("ask_corpus", ()), spec.get("ask_pretrain", ()))
+          for name, spec in table.items()}
 
-KINDS = ("person", "place", "organisation")
+
+RELATIONS = _relations(text.MAJOR)         # asked in questions
+MINOR_RELATIONS = _relations(text.MINOR)   # stated, never asked
+ALL_RELATIONS = {**RELATIONS, **MINOR_RELATIONS}
 RELATIONS_OF = {k: [r for r in RELATIONS if RELATIONS[r].subject_kind == k] for k in KINDS}
+MINORS_OF = {k: [r for r in MINOR_RELATIONS if MINOR_RELATIONS[r].subject_kind == k]
+             for k in KINDS}
 MAX_PRETRAIN_SENTENCES = min(len(r.pretrain) for r in RELATIONS.values())
-
-OCCUPATIONS = (
-    "architect", "astronomer", "banker", "blacksmith", "botanist", "cartographer", "chemist",
-    "clockmaker", "composer", "engineer", "glassblower", "journalist", "lawyer", "librarian",
-    "merchant", "miner", "painter", "physician", "poet", "potter", "printer", "sailor",
-    "surveyor", "teacher", "weaver")
-INDUSTRIES = (
-    "banking", "brewing", "clockmaking", "glassmaking", "insurance", "ironworking", "milling",
-    "mining", "pottery", "printing", "publishing", "shipbuilding", "shipping", "tanning",
-    "textiles", "timber")
-# Generic on purpose: a suffix like "Brewery" would give the industry away without retrieval.
-ORG_SUFFIXES = ("Company", "Enterprises", "Group", "Holdings", "Industries", "Partners",
-                "Trust", "Works")
-PLACE_SUFFIXES = ("", "", "", "ford", "holm", "mere", "stad", "wick")
-REGION_SUFFIXES = ("ia", "a", "land", "mark")
-
-ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
-          "br", "dr", "gr", "kr", "st", "tr", "th", "sh")
-VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ea", "ou")
-CODAS = ("", "", "", "n", "r", "l", "s", "m", "k", "th")
-ACCENTED = {"a": "á", "e": "é", "i": "í", "o": "ö", "u": "ü"}
-PLAIN_VOWELS = "aeiou"
-PLAIN_CONSONANTS = "bdfgklmnprstvz"
+MAX_MINOR_PRETRAIN_SENTENCES = min(len(r.pretrain) for r in MINOR_RELATIONS.values())
+MAX_QUESTIONS_PER_FACT = min(len(r.ask_corpus) + len(r.ask_pretrain) for r in RELATIONS.values())
 
 
-# ----------------------------------------------------------------------------- names
-
-def fold(text: str) -> str:
-  """Lower-case ASCII skeleton of a name: two names that fold alike are the same name."""
-  decomposed = unicodedata.normalize("NFD", text)
-  return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-
-
-class _Names:
-  """Draws pronounceable words that no other entity of the world already uses."""
-
-  def __init__(self, rng: random.Random, accent_fraction: float):
-    self._rng = rng
-    self._accent_fraction = accent_fraction
-    self.used: set[str] = set()   # folded words; membership only, never iterated
-
-  def word(self, syllables: int, suffixes: tuple[str, ...] = ("",)) -> str:
-    for _ in range(10_000):
-      parts = [self._rng.choice(ONSETS) + self._rng.choice(VOWELS) for _ in range(syllables)]
-      w = "".join(parts) + self._rng.choice(CODAS) + self._rng.choice(suffixes)
-      if len(w) < 4 or fold(w) in self.used:
-        continue
-      self.used.add(fold(w))
-      if self._rng.random() < self._accent_fraction:
-        w = _accent(self._rng, w)
-      return w.capitalize()
-    raise InputError("cannot draw enough distinct names; lower the entity counts",
-                     field="WorldConfig.num_people")
-
-
-def _accent(rng: random.Random, word: str) -> str:
-  positions = [i for i, c in enumerate(word) if c in ACCENTED and i > 0]
-  if not positions:
-    return word
-  i = rng.choice(positions)
-  return word[:i] + ACCENTED[word[i]] + word[i + 1:]
-
-
-def _one_letter_variant(rng: random.Random, word: str) -> str:
-  """`word` with one non-initial letter replaced: a vowel by another vowel, or a consonant
-  between two vowels by another consonant, so the variant stays pronounceable and reads
-  almost the same ("Dotan" -> "Doten", "Dotan" -> "Doman")."""
-  plain = fold(word)
-
-  def editable(i: int) -> bool:
-    if plain[i] in PLAIN_VOWELS:
-      return True
-    return (plain[i] in PLAIN_CONSONANTS and i + 1 < len(plain)
-            and plain[i - 1] in PLAIN_VOWELS and plain[i + 1] in PLAIN_VOWELS)
-
-  i = rng.choice([i for i in range(1, len(word)) if editable(i)])
-  pool = PLAIN_VOWELS if plain[i] in PLAIN_VOWELS else PLAIN_CONSONANTS
-  return word[:i] + rng.choice([c for c in pool if c != plain[i]]) + word[i + 1:]
-
-
-# ----------------------------------------------------------------------------- entities
-
-@dataclasses.dataclass
-class Entity:
-  name: str
-  kind: str
-  words: list[str]   # first name and surname, or core and suffix; a distractor edits one
-  distractor_of: str | None = None
-  attributes: dict[str, str] = dataclasses.field(default_factory=dict)
-  block_ids: list[int] = dataclasses.field(default_factory=list)
-
-
-def _person_name(words: list[str]) -> str:
-  return " ".join(words)
-
-
-def _make_entities(rng: random.Random, config: WorldConfig):
-  names = _Names(rng, config.accent_fraction)
-  regions = [names.word(2, REGION_SUFFIXES) for _ in range(config.num_regions)]
-
-  # Small first-name and surname pools: people share first names and surnames, as people do.
-  first_names = [names.word(2) for _ in range(max(4, config.num_people // 3))]
-  surnames = [names.word(rng.choice((2, 2, 3))) for _ in range(max(4, config.num_people // 2))]
-  taken: set[str] = set()   # folded full names; membership only
-
-  people = []
-  for _ in range(config.num_people):
-    for _ in range(10_000):
-      words = [rng.choice(first_names), rng.choice(surnames)]
-      if fold(_person_name(words)) not in taken:
-        break
-    else:
-      raise InputError("too many people for the name pools", field="WorldConfig.num_people")
-    taken.add(fold(_person_name(words)))
-    people.append(Entity(_person_name(words), "person", words))
-
-  places = []
-  for _ in range(config.num_places):
-    w = names.word(rng.choice((2, 2, 3)), PLACE_SUFFIXES)
-    taken.add(fold(w))
-    places.append(Entity(w, "place", [w]))
-
-  organisations = []
-  for _ in range(config.num_organisations):
-    core = names.word(2)
-    name = f"{core} {rng.choice(ORG_SUFFIXES)}"
-    taken.add(fold(name))
-    organisations.append(Entity(name, "organisation", [core, name[len(core) + 1:]]))
-
-  reserved = {fold(w) for w in regions + [p.name for p in places]
-              + [o.words[0] for o in organisations]}
-  for group in (people, places, organisations):
-    group.extend(_distractors(rng, group, config.distractor_fraction, names, taken, reserved))
-  return regions, people, places, organisations
-
-
-def _distractors(rng, originals: list[Entity], fraction: float, names: _Names,
-                 taken: set[str], reserved: set[str]) -> list[Entity]:
-  """Entities named one letter away from a real one. A person's edited word may be another
-  person's name word (a second "Dotan" is fine) but never a place, organisation or region word;
-  a place's or organisation's edited word must be new to the world."""
-  count = round(fraction * len(originals))
-  out = []
-  for original in rng.sample(originals, count):
-    for _ in range(1000):
-      words = list(original.words)
-      i = rng.randrange(len(words)) if original.kind == "person" else 0
-      words[i] = _one_letter_variant(rng, words[i])
-      name = _person_name(words)
-      forbidden = reserved if original.kind == "person" else names.used
-      if fold(name) not in taken and fold(words[i]) not in forbidden:
-        break
-    else:
-      raise InputError("cannot find distinct distractor names",
-                       field="WorldConfig.distractor_fraction")
-    taken.add(fold(name))
-    names.used.add(fold(words[i]))
-    if original.kind != "person":
-      reserved.add(fold(words[i]))
-    out.append(Entity(name, original.kind, words, distractor_of=original.name))
-  return out
-
-
-def _assign_attributes(rng: random.Random, config: WorldConfig, regions, people, places,
-                       organisations) -> None:
-  """Draws every attribute; a distractor redraws until each value differs from its original's."""
-  by_name = {e.name: e for e in people + places + organisations}
-
-  def draw(entity: Entity, relation: str, sample: Callable[[], str]) -> None:
-    original = by_name[entity.distractor_of] if entity.distractor_of else None
-    for _ in range(1000):
-      value = sample()
-      if original is None or value != original.attributes[relation]:
-        entity.attributes[relation] = value
-        return
-    raise InputError(f"cannot draw a distinct {relation} for a distractor",
-                     field="WorldConfig.distractor_fraction")
-
-  years = range(config.first_birth_year, config.last_birth_year + 1)
-  for p in people:
-    draw(p, "birth_year", lambda: str(rng.choice(years)))
-    draw(p, "birthplace", lambda: rng.choice(places).name)
-    draw(p, "occupation", lambda: rng.choice(OCCUPATIONS))
-    draw(p, "employer", lambda: rng.choice(organisations).name)
-
-  # Each place has its own mayor and each organisation its own founder, so no person answers
-  # two questions of one kind, and a distractor's mayor or founder always differs from its
-  # original's.
-  mayors = rng.sample(people, len(places))
-  founders = rng.sample(people, len(organisations))
-
-  for place, mayor in zip(places, mayors):
-    draw(place, "region", lambda: rng.choice(regions))
-    draw(place, "settled_year", lambda: str(rng.randint(1050, 1800)))
-    place.attributes["mayor"] = mayor.name
-
-  for org, founder in zip(organisations, founders):
-    org.attributes["founder"] = founder.name
-    born = int(founder.attributes["birth_year"])
-    draw(org, "founding_year", lambda: str(born + rng.randint(22, 60)))
-    draw(org, "headquarters", lambda: rng.choice(places).name)
-    draw(org, "industry", lambda: rng.choice(INDUSTRIES))
+def minor_count(config: WorldConfig, kind: str) -> int:
+  """Minor facts of an entity of `kind`: the knob, topped up to whole blocks."""
+  majors = len(RELATIONS_OF[kind])
+  wanted = config.minor_facts_per_entity
+  wanted = wanted[kind] if isinstance(wanted, dict) else wanted
+  blocks = max(majors, math.ceil((majors + wanted) / config.facts_per_block))
+  return blocks * config.facts_per_block - majors
 
 
 # ----------------------------------------------------------------------------- text
 
 def _article(word: str) -> str:
-  return "an" if fold(word)[0] in PLAIN_VOWELS else "a"
+  return "an" if fold(word)[0] in text.PLAIN_VOWELS else "a"
+
+
+def short_form(entity: Entity) -> str:
+  """How a block refers to its subject after naming it."""
+  return {"person": entity.words[-1], "place": "the town",
+          "organisation": "the firm"}[entity.kind]
 
 
 def render(template: str, subject: str, obj: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
   """Fills a template; returns the text and the [start, end) offsets of subject and object."""
-  text, spans = "", {}
+  out, spans = "", {}
   for piece in re.split(r"(\{[soa]\})", template):
     if piece == "{s}":
-      spans["s"] = (len(text), len(text) + len(subject))
-      text += subject
+      subject = subject if out else subject[0].upper() + subject[1:]
+      spans["s"] = (len(out), len(out) + len(subject))
+      out += subject
     elif piece == "{o}":
-      spans["o"] = (len(text), len(text) + len(obj))
-      text += obj
+      spans["o"] = (len(out), len(out) + len(obj))
+      out += obj
     elif piece == "{a}":
-      text += _article(obj)
+      out += _article(obj)
     else:
-      text += piece
-  return text, spans["s"], spans["o"]
+      out += piece
+  return out, spans.get("s"), spans.get("o")
+
+
+def question_text(template: str, subject: str, benchmark: str) -> str:
+  """A question in a benchmark's style: NQ lower case with no "?", WebQuestions lower case with
+  "?", CuratedTREC capitalised with "?"."""
+  if benchmark == "trec":
+    q = template.replace("{s}", subject)
+    return q[0].upper() + q[1:] + "?"
+  q = template.replace("{s}", subject.lower())
+  return q + "?" if benchmark == "wq" else q
 
 
 def trec_pattern(object_type: str, value: str, entity: Entity | None) -> str:
   """A CuratedTREC-style answer regex: matched with re.match (a prefix), IGNORECASE. Accented
   names also accept their plain spelling, as a TREC assessor would."""
 
-  def name(text: str) -> str:
-    plain = fold(text)
-    if plain == text.lower():
-      return re.escape(text)
-    return f"(?:{re.escape(text)}|{re.escape(plain)})"
+  def name(s: str) -> str:
+    plain = fold(s)
+    if plain == s.lower():
+      return re.escape(s)
+    return f"(?:{re.escape(s)}|{re.escape(plain)})"
 
   if object_type == "year":
     return f"(?:in )?{re.escape(value)}"
@@ -456,6 +233,11 @@ class Fact:
   block_id: int = -1
   split: str = ""
   questions: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  families: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+  @property
+  def major(self) -> bool:
+    return self.relation in RELATIONS
 
 
 def _validate(config: WorldConfig) -> None:
@@ -463,60 +245,72 @@ def _validate(config: WorldConfig) -> None:
     raise InputError(why, field=f"WorldConfig.{field}")
 
   for field in ("seed", "num_people", "num_places", "num_organisations", "num_regions",
-                "facts_per_block", "min_blocks_per_entity", "pretrain_sentences_per_fact",
-                "train_questions_per_fact", "first_birth_year", "last_birth_year"):
+                "facts_per_block", "pretrain_sentences_per_fact",
+                "minor_pretrain_sentences_per_fact", "train_questions_per_fact",
+                "first_birth_year", "last_birth_year"):
     value = getattr(config, field)
     if not isinstance(value, int) or isinstance(value, bool):
       bad(field, f"must be an integer, got {value!r}")
   for field in ("num_places", "num_organisations", "num_regions"):
     if getattr(config, field) < 2:
       bad(field, "must be at least 2 (a distractor needs a different value to take)")
-  for field in ("facts_per_block", "min_blocks_per_entity", "train_questions_per_fact"):
-    if getattr(config, field) < 1:
-      bad(field, "must be at least 1")
-  if not 1 <= config.pretrain_sentences_per_fact <= MAX_PRETRAIN_SENTENCES:
-    bad("pretrain_sentences_per_fact",
-        f"must be between 1 and {MAX_PRETRAIN_SENTENCES} (one per distinct template)")
+  if config.facts_per_block < 2:
+    bad("facts_per_block", "must be at least 2 (ICT needs a sentence to query, one to keep)")
+  minor = config.minor_facts_per_entity
+  per_kind = minor if isinstance(minor, dict) else dict.fromkeys(KINDS, minor)
+  if sorted(per_kind) != sorted(KINDS) or not all(
+      isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in per_kind.values()):
+    bad("minor_facts_per_entity", f"must be a non-negative integer or a dict of one per kind "
+        f"({', '.join(KINDS)}), got {minor!r}")
+  for kind in KINDS:
+    if minor_count(config, kind) > len(MINORS_OF[kind]):
+      bad("minor_facts_per_entity", f"{kind}s would need {minor_count(config, kind)} minor "
+          f"facts to fill whole blocks, but there are only {len(MINORS_OF[kind])} minor "
+          "relations of that kind")
+  for field, most in (("pretrain_sentences_per_fact", MAX_PRETRAIN_SENTENCES),
+                      ("minor_pretrain_sentences_per_fact", MAX_MINOR_PRETRAIN_SENTENCES),
+                      ("train_questions_per_fact", MAX_QUESTIONS_PER_FACT)):
+    least = 0 if field.startswith("minor") else 1
+    if not least <= getattr(config, field) <= most:
+      bad(field, f"must be between {least} and {most} (one per distinct template)")
   if config.last_birth_year <= config.first_birth_year:
     bad("last_birth_year", "must be after first_birth_year")
   for field in ("distractor_fraction", "dev_fraction", "test_fraction", "accent_fraction",
-                "nq_fraction", "wq_fraction", "trec_fraction"):
+                "question_corpus_overlap", "nq_fraction", "wq_fraction", "trec_fraction"):
     value = getattr(config, field)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
       bad(field, f"must be a number in [0, 1], got {value!r}")
   if config.dev_fraction + config.test_fraction >= 1:
     bad("test_fraction", "dev_fraction + test_fraction must leave some training facts")
-  def with_distractors(n: int) -> int:
-    return n + round(config.distractor_fraction * n)
-  if with_distractors(config.num_people) < with_distractors(
-      max(config.num_places, config.num_organisations)):
+  people, most = (n + round(config.distractor_fraction * n) for n in (
+      config.num_people, max(config.num_places, config.num_organisations)))
+  if people < most:
     bad("num_people", "must be at least num_places and num_organisations (every place needs "
         "its own mayor and every organisation its own founder)")
 
 
-def _build_facts(entities: list[Entity]) -> list[Fact]:
-  facts = []
-  for entity in entities:
-    for relation in RELATIONS_OF[entity.kind]:
-      facts.append(Fact(len(facts), entity, relation, entity.attributes[relation]))
-  return facts
-
-
 def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity],
                   facts_of: dict[str, list[Fact]]) -> list[dict]:
-  blocks = []   # (entity, [(fact, sentence)])
+  """One major fact (or none) per block, the rest minor; sentences in random order."""
+  blocks = []   # (entity, facts, body)
   for entity in entities:
-    facts = list(facts_of[entity.name])
-    rng.shuffle(facts)
-    count = min(len(facts), max(config.min_blocks_per_entity,
-                                math.ceil(len(facts) / config.facts_per_block)))
-    groups = [facts[i::count] for i in range(count)]
-    for group in groups:
-      sentences = []
-      for fact in group:
-        template = rng.choice(RELATIONS[fact.relation].corpus)
-        sentences.append(render(template, entity.name, fact.value)[0])
-      blocks.append((entity, group, " ".join(sentences)))
+    major = [f for f in facts_of[entity.name] if f.major]
+    minor = [f for f in facts_of[entity.name] if not f.major]
+    rng.shuffle(major)
+    rng.shuffle(minor)
+    count = (len(major) + len(minor)) // config.facts_per_block
+    groups = [[f] for f in major] + [[] for _ in range(count - len(major))]
+    for fact in minor:   # whole blocks: minor_count tops the minor facts up
+      next(g for g in groups if len(g) < config.facts_per_block).append(fact)
+    # Like the passages of one encyclopaedia article: the lead passage names the subject in
+    # full once, every other sentence uses a short form; the title names it everywhere.
+    lead = rng.randrange(len(groups))
+    for g, group in enumerate(groups):
+      rng.shuffle(group)
+      body = " ".join(render(rng.choice(ALL_RELATIONS[f.relation].corpus),
+                             entity.name if (g, i) == (lead, 0) else short_form(entity),
+                             f.value)[0] for i, f in enumerate(group))
+      blocks.append((entity, group, body))
   # Shuffled so a block id says nothing about which entity it is about.
   rng.shuffle(blocks)
   rows = []
@@ -531,15 +325,25 @@ def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity
 
 
 def _pretrain_sentences(rng: random.Random, config: WorldConfig, facts: list[Fact]):
+  """Each fact restated in pre-training words. Salient spans: the object always; the subject
+  only when no other entity has the same (relation, object), so the masked sentence plus the
+  gold block determine it."""
+  holders: dict[tuple[str, str], int] = {}
+  for fact in facts:
+    holders[(fact.relation, fact.value)] = holders.get((fact.relation, fact.value), 0) + 1
   rows = []
   for fact in facts:
-    relation = RELATIONS[fact.relation]
-    for template in rng.sample(relation.pretrain, config.pretrain_sentences_per_fact):
-      text, s, o = render(template, fact.subject.name, fact.value)
-      kind = "date" if relation.object_type == "year" else "entity"
-      spans = sorted([{"start": s[0], "end": s[1], "kind": "entity"},
-                      {"start": o[0], "end": o[1], "kind": kind}], key=lambda x: x["start"])
-      rows.append({"text": text, "spans": spans, "block_id": fact.block_id})
+    relation = ALL_RELATIONS[fact.relation]
+    count = (config.pretrain_sentences_per_fact if fact.major
+             else config.minor_pretrain_sentences_per_fact)
+    for template in rng.sample(relation.pretrain, count):
+      sentence, s, o = render(template, fact.subject.name, fact.value)
+      spans = [{"start": o[0], "end": o[1],
+                "kind": "date" if relation.object_type == "year" else "entity"}]
+      if holders[(fact.relation, fact.value)] == 1:
+        spans.append({"start": s[0], "end": s[1], "kind": "entity"})
+      rows.append({"text": sentence, "spans": sorted(spans, key=lambda x: x["start"]),
+                   "block_id": fact.block_id})
   rng.shuffle(rows)
   return rows
 
@@ -563,24 +367,31 @@ def _questions(rng: random.Random, config: WorldConfig, facts: list[Fact],
       chosen = sorted(rng.sample(pool, round(fractions[benchmark] * len(pool))),
                       key=lambda f: f.id)
       per_fact = config.train_questions_per_fact if split == "train" else 1
+      # Exactly round(overlap * n) of the split's questions use the corpus's words.
+      slots = [(fact, k) for fact in chosen for k in range(per_fact)]
+      corpus_worded = set(rng.sample(range(len(slots)),
+                                     round(config.question_corpus_overlap * len(slots))))
+      templates = {}
+      for f in chosen:
+        asked = RELATIONS[f.relation]
+        templates[f.id] = {"corpus": rng.sample(asked.ask_corpus, len(asked.ask_corpus)),
+                           "pretrain": rng.sample(asked.ask_pretrain, len(asked.ask_pretrain))}
       rows = []
-      for fact in chosen:
+      for i, (fact, _) in enumerate(slots):
+        pools = templates[fact.id]
+        family = "corpus" if i in corpus_worded else "pretrain"
+        if not pools[family]:   # this fact's questions used up the family's templates
+          family = "pretrain" if family == "corpus" else "corpus"
+        template = pools[family].pop()
         relation = RELATIONS[fact.relation]
-        templates = list(getattr(relation, benchmark))
-        rng.shuffle(templates)
-        for k in range(per_fact):
-          template = templates[k % len(templates)]
-          if benchmark == "trec":
-            question = template.replace("{s}", fact.subject.name)
-            answer = [trec_pattern(relation.object_type, fact.value, by_name.get(fact.value))]
-          else:
-            # NQ and WebQuestions questions are lower-cased, as the real ones are.
-            question = template.replace("{s}", fact.subject.name.lower())
-            answer = [fact.value]
-          if question in fact.questions.get(benchmark, []):
-            continue
-          fact.questions.setdefault(benchmark, []).append(question)
-          rows.append({"question": question, "answer": answer})
+        question = question_text(template, fact.subject.name, benchmark)
+        if benchmark == "trec":
+          answer = [trec_pattern(relation.object_type, fact.value, by_name.get(fact.value))]
+        else:
+          answer = [fact.value]
+        fact.questions.setdefault(benchmark, []).append(question)
+        fact.families.setdefault(benchmark, []).append(family)
+        rows.append({"question": question, "answer": answer})
       rng.shuffle(rows)
       out[benchmark][split] = rows
   return out
@@ -591,17 +402,23 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
   _validate(config)
   out = Path(out_dir)
   rng = random.Random(config.seed)
-  regions, people, places, organisations = _make_entities(rng, config)
-  _assign_attributes(rng, config, regions, people, places, organisations)
+  regions, people, places, organisations = make_entities(rng, config)
+  assign_attributes(rng, config, regions, people, places, organisations,
+                    minors={k: [(r, MINOR_RELATIONS[r].object_type) for r in MINORS_OF[k]]
+                            for k in KINDS},
+                    minor_counts={k: minor_count(config, k) for k in KINDS})
   entities = people + places + organisations
   by_name = {e.name: e for e in entities}
 
-  facts = _build_facts(entities)
+  facts, minor_facts = [], []
   facts_of: dict[str, list[Fact]] = {e.name: [] for e in entities}
-  for fact in facts:
-    facts_of[fact.subject.name].append(fact)
+  for e in entities:
+    for pool, values in ((facts, e.attributes), (minor_facts, e.minor_attributes)):
+      for relation, value in values.items():
+        pool.append(Fact(len(pool), e, relation, value))
+        facts_of[e.name].append(pool[-1])
   blocks = _build_blocks(rng, config, entities, facts_of)
-  sentences = _pretrain_sentences(rng, config, facts)
+  sentences = _pretrain_sentences(rng, config, facts + minor_facts)
   _split_facts(rng, config, facts)
   questions = _questions(rng, config, facts, by_name)
 
@@ -619,22 +436,29 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
   for benchmark in BENCHMARKS:
     for split in SPLITS:
       write_jsonl(f"open_qa/{benchmark}/{split}.jsonl", questions[benchmark][split])
-  # The ground truth, for analysis (per-relation accuracy, distractor confusions) and tests.
+  # The ground truth, for analysis (per-relation accuracy, distractor confusions), the fitness
+  # gates (`realm_bench.world_gates`) and tests. `question_families` runs parallel to
+  # `questions`: "corpus" when the question shares the corpus's words for the relation.
   write_jsonl("truth/entities.jsonl", [
       {"name": e.name, "kind": e.kind, "distractor_of": e.distractor_of,
-       "attributes": e.attributes, "block_ids": e.block_ids} for e in entities])
+       "attributes": e.attributes, "minor_attributes": e.minor_attributes,
+       "block_ids": e.block_ids} for e in entities])
+  def fact_row(f: Fact) -> dict:
+    return {"id": f.id, "subject": f.subject.name, "subject_kind": f.subject.kind,
+            "relation": f.relation, "object": f.value,
+            "object_type": ALL_RELATIONS[f.relation].object_type, "block_id": f.block_id}
   write_jsonl("truth/facts.jsonl", [
-      {"id": f.id, "subject": f.subject.name, "subject_kind": f.subject.kind,
-       "relation": f.relation, "object": f.value,
-       "object_type": RELATIONS[f.relation].object_type, "block_id": f.block_id,
-       "split": f.split, "questions": {b: f.questions.get(b, []) for b in BENCHMARKS}}
-      for f in facts])
+      {**fact_row(f), "split": f.split,
+       "questions": {b: f.questions.get(b, []) for b in BENCHMARKS},
+       "question_families": {b: f.families.get(b, []) for b in BENCHMARKS}} for f in facts])
+  write_jsonl("truth/minor_facts.jsonl", [fact_row(f) for f in minor_facts])
 
   counts = {
       "people": len(people), "places": len(places), "organisations": len(organisations),
       "regions": len(regions),
       "distractors": sum(e.distractor_of is not None for e in entities),
       "entities": len(entities), "blocks": len(blocks), "facts": len(facts),
+      "minor_facts": len(minor_facts),
       "facts_per_split": {s: sum(f.split == s for f in facts) for s in SPLITS},
       "pretrain_sentences": len(sentences),
       "questions": {b: {s: len(questions[b][s]) for s in SPLITS} for b in BENCHMARKS},
@@ -653,6 +477,8 @@ def summary(manifest: dict, out_dir) -> str:
   return (f"Synthetic world (generator {manifest['generator_version']}, seed {manifest['seed']}) "
           f"written to {out_dir}: {c['entities']} entities ({c['people']} people, {c['places']} "
           f"places, {c['organisations']} organisations, of which {c['distractors']} are "
-          f"near-name distractors), {c['blocks']} corpus blocks, {c['facts']} facts "
-          f"(train/dev/test {'/'.join(str(c['facts_per_split'][s]) for s in SPLITS)}), "
-          f"{c['pretrain_sentences']} pre-training sentences; questions train/dev/test: {q}.")
+          f"near-name distractors), {c['blocks']} corpus blocks, {c['facts']} asked facts "
+          f"(train/dev/test {'/'.join(str(c['facts_per_split'][s]) for s in SPLITS)}) and "
+          f"{c['minor_facts']} minor ones, {c['pretrain_sentences']} pre-training sentences; "
+          f"questions train/dev/test: {q}.")
+
