@@ -100,26 +100,35 @@ def _no_bindings(command: str, bindings) -> None:
     raise InputError(f"`{command}` takes no gin bindings, got {bindings[0]!r}")
 
 
-def quickstart(args, bindings) -> int:
+def _stage_configs(run_file, args, bindings):
+  """The QuickstartConfig of `run_file` + the user's files, and the world's config from the
+  world gin it names with the same bindings (so --gin.WorldConfig.seed=3 changes the world)."""
   import gin  # pylint: disable=g-import-not-at-top
   from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
-  parse_gin(["runs/quickstart.gin", *args.gin_file], bindings)
+  from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
+  parse_gin([run_file, *args.gin_file], bindings)
   config = quickstart_lib.QuickstartConfig()
+  extra = gin.get_configurable("realm_bench.sweep.SweepConfig")() if "sweep" in run_file \
+      else None
+  parse_gin([config.world_gin, *args.gin_file], bindings)
+  world_config = world_lib.WorldConfig()
   gin.clear_config()
-  quickstart_lib.run(out_dir=args.out, config=config)
+  return config, world_config, extra
+
+
+def quickstart(args, bindings) -> int:
+  from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
+  config, world_config, _ = _stage_configs("runs/quickstart.gin", args, bindings)
+  quickstart_lib.run(out_dir=args.out, config=config, world_config=world_config)
   return 0
 
 
 def sweep(args, bindings) -> int:
-  import gin  # pylint: disable=g-import-not-at-top
-  from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
   from realm_bench import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
-  parse_gin(["runs/sweep.gin", *args.gin_file], bindings)
-  config, stages = sweep_lib.SweepConfig(), quickstart_lib.QuickstartConfig()
+  stages, world_config, config = _stage_configs("runs/sweep.gin", args, bindings)
   if args.values is not None:
     config = dataclasses.replace(config, values=sweep_lib.parse_values(args.values))
-  gin.clear_config()
-  sweep_lib.run(out_dir=args.out, sweep=config, stages=stages)
+  sweep_lib.run(out_dir=args.out, sweep=config, stages=stages, world_config=world_config)
   return 0
 
 

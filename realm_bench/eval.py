@@ -16,7 +16,8 @@ from typing import Sequence
 import gin
 
 from realm_bench import checkpoints, gin_utils
-from realm_bench.infer import load_finetuned, predict_answers
+from realm_bench.errors import InputError
+from realm_bench.infer import load_finetuned
 from realm_bench.io_utils import atomic_write_jsonl
 from realm_bench.pipelines import base, batching
 from realm_bench.pipelines.open_qa import OpenQAPipeline
@@ -35,6 +36,8 @@ def _now() -> str:
 
 def _evaluated_run(checkpoint_from) -> tuple[str | None, int]:
   """(record id, training steps) of the run being evaluated."""
+  if checkpoint_from is None:   # BM25: nothing was trained
+    return None, 0
   path = Path(checkpoint_from) / RECORD_NAME
   if not path.exists():
     return None, 0
@@ -44,7 +47,7 @@ def _evaluated_run(checkpoint_from) -> tuple[str | None, int]:
 
 def _record(*, run_dir, kind, experiment, task, dataset, split, scale, cells, metrics,
             num_examples, checkpoint_from, params, extra_stats=None, recall_matcher=None,
-            started, index_manifest=None):
+            started, index_manifest=None, outcomes=None):
   lineage, steps = _evaluated_run(checkpoint_from)
   record = RunRecord(
       run_id=Path(run_dir).name, kind=kind, experiment=experiment, lineage=lineage,
@@ -52,24 +55,25 @@ def _record(*, run_dir, kind, experiment, task, dataset, split, scale, cells, me
       scale=scale, metrics=metrics, num_examples=num_examples, gin_config=gin.config_str(),
       git_commit=git_commit(), hardware=hardware_info(), start_time=started, end_time=_now(),
       steps=steps, index_manifests=[] if index_manifest is None else [dict(index_manifest)],
-      params=dict(params or {}), stats=dict(extra_stats or {}), recall_matcher=recall_matcher)
+      params=dict(params or {}), stats=dict(extra_stats or {}), recall_matcher=recall_matcher,
+      outcomes=None if outcomes is None else "".join("1" if o else "0" for o in outcomes))
   gin_utils.write_config(run_dir)
   return write_record(run_dir, record)
 
 
-def evaluate(*, model, pipeline: OpenQAPipeline, checkpoint_from: str, run_dir: str,
+def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: str,
              sequence_lengths: SequenceLengths, experiment: str, dataset: str,
              split: str = "test", scale: str = "synthetic", cells: Sequence[dict] = (),
              params: dict | None = None, batch_size: int = 32) -> dict:
-  """Open-QA exact match of a fine-tuned run; returns the metrics it recorded."""
+  """Open-QA exact match of a fine-tuned run (a retrieve-and-read pipeline such as
+  `OpenQAPipeline`, or `ClosedBookPipeline`); returns the metrics it recorded."""
   import seqio  # pylint: disable=g-import-not-at-top
   started = _now()
   run_dir = Path(run_dir)
   params_tree = load_finetuned(model=model, pipeline=pipeline, checkpoint_from=checkpoint_from,
                                sequence_lengths=sequence_lengths)
   examples = pipeline.examples(split)
-  rows = predict_answers(model=model, pipeline=pipeline, params=params_tree,
-                         examples=examples, batch_size=batch_size)
+  rows = pipeline.predictions(model, params_tree, examples, batch_size=batch_size)
   task = seqio.get_mixture_or_task(pipeline.qa_task)
   targets = [r["answers"] for r in rows]
   predictions = [r["prediction"] for r in rows]
@@ -78,54 +82,69 @@ def evaluate(*, model, pipeline: OpenQAPipeline, checkpoint_from: str, run_dir: 
     metrics.update(fn(targets, predictions))
   atomic_write_jsonl(run_dir / f"predictions_{split}.jsonl",
                      [{"question": r["question"], "prediction": r["prediction"]} for r in rows])
-  recall = qa_metrics.recall_at_k(
-      [[pipeline.corpus.bodies[pipeline.corpus.row_of[b]] for b in r["retrieved"]]
-       for r in rows], targets, k=pipeline.num_read,
-      matcher="regex" if pipeline.regex_answers else "string")
+  stats = {"empty_predictions": sum(not p for p in predictions)}
+  correct = [qa_metrics.is_correct(p, t, regex=answers_are_regex(pipeline.qa_task))
+             for p, t in zip(predictions, targets)]
+  if isinstance(pipeline, OpenQAPipeline) and pipeline.retrieve:
+    recall = qa_metrics.recall_at_k(
+        [[pipeline.corpus.bodies[pipeline.corpus.row_of[b]] for b in r["retrieved"]]
+         for r in rows], targets, k=pipeline.num_read,
+        matcher="regex" if pipeline.regex_answers else "string")
+    stats[f"finetuned_recall@{pipeline.num_read}"] = 100.0 * recall
   _record(run_dir=run_dir, kind="evaluate", experiment=experiment, task=pipeline.qa_task,
           dataset=dataset, split=split, scale=scale, cells=cells, metrics=metrics,
           num_examples=len(rows), checkpoint_from=checkpoint_from, params=params,
-          started=started,
-          extra_stats={f"finetuned_recall@{pipeline.num_read}": 100.0 * recall,
-                       "empty_predictions": sum(not p for p in predictions)},
-          index_manifest=None if pipeline.index is None else pipeline.index.manifest)
+          started=started, extra_stats=stats,
+          index_manifest=(pipeline.index_manifest() if isinstance(pipeline, OpenQAPipeline)
+                          else None), outcomes=correct)
   return metrics
 
 
-def evaluate_retrieval(*, model, checkpoint_from: str, run_dir: str,
+def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
                        sequence_lengths: SequenceLengths, experiment: str, dataset: str,
                        qa_task: str, corpus_task: str, split: str = "validation",
                        scale: str = "synthetic", k: int = 5, matcher: str | None = None,
-                       cells: Sequence[dict] = (), params: dict | None = None) -> dict:
+                       retriever: str = "dense", cells: Sequence[dict] = (),
+                       params: dict | None = None) -> dict:
   """Zero-shot Recall@k: embed the corpus with the run's document tower, search with its
-  query tower, count questions whose answer occurs in a top-k block. The matcher is ORQA's
-  raw string match, or a regular-expression search when the task's answers are patterns
-  (CuratedTREC), unless given; the record names it."""
+  query tower (or, `retriever` "bm25", search with BM25 and no checkpoint), count questions
+  whose answer occurs in a top-k block. The matcher is ORQA's raw string match, or a
+  regular-expression search when the task's answers are patterns (CuratedTREC), unless
+  given; the record names it."""
   started = _now()
   run_dir = Path(run_dir)
   matcher = matcher or ("regex" if answers_are_regex(qa_task) else "string")
-  # Only the retriever is needed, whatever model the run trained.
-  params_tree = {"retriever": checkpoints.load_params(
-      Path(checkpoint_from) / "checkpoints")["retriever"]}
   corpus = base.load_corpus(corpus_task, sequence_lengths)
-  towers = Towers(model)
-  index = build_index(
-      embed_fn=lambda ids: towers.embed_doc_batch(params_tree, ids), index_factory=ExactIndex,
-      manifest={"embedder_step": "checkpoint", "checkpoint_from": str(checkpoint_from)},
-      doc_inputs=corpus.doc_inputs, ids=corpus.ids)
   examples = base.task_examples(qa_task, split, sequence_lengths.for_queries())
-  query_ids = batching.pad_rows([e["inputs"] for e in examples], sequence_lengths.query)
-  _, retrieved = index.search(towers.embed_queries(params_tree, query_ids), k)
+  if retriever == "bm25":
+    from realm_bench.retrieval.bm25 import Bm25Retriever  # pylint: disable=g-import-not-at-top
+    index = Bm25Retriever(zip(corpus.ids.tolist(), corpus.titles, corpus.bodies))
+    _, retrieved = index.search([qa_metrics.to_text(e["question"]) for e in examples], k)
+  elif retriever == "dense":
+    # Only the retriever is needed, whatever model the run trained.
+    params_tree = {"retriever": checkpoints.load_params(
+        Path(checkpoint_from) / "checkpoints")["retriever"]}
+    towers = Towers(model)
+    index = build_index(
+        embed_fn=lambda ids: towers.embed_doc_batch(params_tree, ids), index_factory=ExactIndex,
+        manifest={"embedder_step": "checkpoint", "checkpoint_from": str(checkpoint_from)},
+        doc_inputs=corpus.doc_inputs, ids=corpus.ids)
+    query_ids = batching.pad_rows([e["inputs"] for e in examples], sequence_lengths.query)
+    _, retrieved = index.search(towers.embed_queries(params_tree, query_ids), k)
+  else:
+    raise InputError(f"expected 'dense' or 'bm25', got {retriever!r}", field="retriever")
   answers = [[qa_metrics.to_text(a) for a in e["answers"]] for e in examples]
-  blocks = [[corpus.bodies[corpus.row_of[int(b)]] for b in row] for row in retrieved]
-  recall = qa_metrics.recall_at_k(blocks, answers, k=k, matcher=matcher)
+  blocks = [[corpus.bodies[corpus.row_of[int(b)]] for b in row if b >= 0] for row in retrieved]
+  hits = [any(qa_metrics.has_answer(b, a, matcher=matcher) for b in row[:k])
+          for row, a in zip(blocks, answers)]
+  recall = sum(hits) / max(len(hits), 1)
   atomic_write_jsonl(run_dir / f"retrieved_{split}.jsonl",
                      [{"question": qa_metrics.to_text(e["question"]),
-                       "retrieved": [int(b) for b in row]}
+                       "retrieved": [int(b) for b in row if b >= 0]}
                       for e, row in zip(examples, retrieved)])
   metrics = {f"recall@{k}": 100.0 * recall}
   _record(run_dir=run_dir, kind="recall", experiment=experiment, task=qa_task, dataset=dataset,
           split=split, scale=scale, cells=cells, metrics=metrics, num_examples=len(examples),
           checkpoint_from=checkpoint_from, params=params, started=started,
-          recall_matcher=matcher, index_manifest=index.manifest)
+          recall_matcher=matcher, index_manifest=index.manifest, outcomes=hits)
   return metrics

@@ -1,10 +1,20 @@
 """REALM's models behind the t5x-style `BaseModel` interface.
 
-Three models share building blocks and parameter names, so each stage warm-starts the next by
-copying subtrees ("retriever", "reader"):
+The models share building blocks and parameter names, so each stage warm-starts the next by
+copying subtrees ("retriever", "reader", "mlm_head"; see `warm_start`):
+  MlmModel            -> the BERT stage (masked LM over the pre-training text), whose encoder
+                         warm-starts every reader and the ICT retriever; fine-tuned on questions
+                         with the answer masked, it is also the closed-book model;
   IctModel            -> ORQA's inverse cloze task, the retriever's warm start;
   RealmPretrainModel  -> REALM's retrieval-augmented masked LM (Guu et al. 2020, eq. 1-3);
   OpenQAModel         -> ORQA's fine-tuning procedure, used for REALM, ORQA and the ablations.
+
+Retrieval scores: the paper and the released code use the raw inner product f(x, z). A
+LayerNorm'ed 128-d embedding makes that ~100 at the top, which swamps a small reader's span
+logits (ORQA adds the score to every span) and makes p(z|x) one-hot from the first step;
+`score_scale` multiplies the inner product (1/sqrt(d) is the usual choice) and
+`learn_score_scale` turns the multiplier into a learned temperature. 1.0 and False are the
+paper's setting.
 
 Retrieval itself (MIPS over a possibly stale index) happens on the host between steps: the batch
 carries the *selected* candidates, and their scores are recomputed here with the current
@@ -19,7 +29,9 @@ import flax.linen as nn
 import gin
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from realm_bench.errors import InputError
 from realm_bench.models_base import BaseModel
 from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
 from realm_bench.networks.embedder import Retriever, inner_products
@@ -101,7 +113,39 @@ class IctNet(nn.Module):
     return self.retriever.embed_docs(ids)
 
 
-class RealmPretrainNet(IctNet):
+class MlmNet(nn.Module):
+  """A BERT encoder with its masked-LM head, named as REALM's reader so it warm-starts one."""
+  config: BertConfig
+
+  def setup(self):
+    self.reader = BertEncoder(self.config)
+    self.mlm_head = MlmHead(self.config)
+
+  def __call__(self, input_ids, mlm_positions, *, deterministic=True):
+    hidden, _ = self.reader(input_ids, deterministic=deterministic)
+    picked = jnp.take_along_axis(hidden, mlm_positions[..., None], axis=1)
+    return self.mlm_head(picked, self.reader)
+
+
+class _ScoredNet(IctNet):
+  """A retriever whose scores may carry a learned log-scale (`score_log_scale`)."""
+  score_scale: float = 1.0
+  learn_score_scale: bool = False
+
+  def setup(self):
+    super().setup()
+    if self.learn_score_scale:
+      self.score_log_scale = self.param(
+          "score_log_scale", nn.initializers.constant(float(np.log(self.score_scale))), (),
+          jnp.float32)
+
+  def log_scale(self):
+    if self.learn_score_scale:
+      return self.score_log_scale
+    return jnp.log(jnp.float32(self.score_scale))
+
+
+class RealmPretrainNet(_ScoredNet):
   reader_config: BertConfig = None
 
   def setup(self):
@@ -117,10 +161,12 @@ class RealmPretrainNet(IctNet):
     positions = jnp.broadcast_to(mlm_positions[:, None, :],
                                  hidden.shape[:2] + mlm_positions.shape[-1:])
     picked = jnp.take_along_axis(hidden, positions[..., None], axis=2)
-    return inner_products(q, d), self.mlm_head(picked, self.reader)
+    scores = _scaled(inner_products(q, d), self.log_scale(), self.score_scale,
+                     self.learn_score_scale)
+    return scores, self.mlm_head(picked, self.reader)
 
 
-class OpenQANet(IctNet):
+class OpenQANet(_ScoredNet):
   reader_config: BertConfig = None
   span_hidden: int = 256
   max_span_len: int = 10
@@ -133,12 +179,65 @@ class OpenQANet(IctNet):
   def __call__(self, query_ids, reader_ids, reader_types, *, deterministic=True):
     q = self.retriever.embed_query(query_ids, deterministic=deterministic)
     hidden, _ = self.reader(reader_ids, reader_types, deterministic=deterministic)
-    return q, self.span_head(hidden)
+    return q, self.span_head(hidden), self.log_scale()
+
+
+def _scaled(scores, log_scale, scale: float, learned: bool):
+  """Raw inner products stay bit-identical at the paper's setting (no multiply by 1.0)."""
+  if not learned and scale == 1.0:
+    return scores
+  return scores * jnp.exp(log_scale)
 
 
 # ------------------------------------------------------------------------------------------
 # Models.
 # ------------------------------------------------------------------------------------------
+
+@gin.configurable
+@dataclasses.dataclass
+class MlmModel(BaseModel):
+  """BERT's masked LM: the BERT stage, and (on questions with the answer masked) closed-book QA.
+
+  Batch: `pipelines.batching.MLM_BATCH`. `vocabulary` sizes the embeddings when the config's
+  vocab_size is 0, as for the retriever models.
+  """
+  config: BertConfig
+  vocabulary: Any = None
+
+  def __post_init__(self):
+    if self.config.vocab_size == 0:
+      if self.vocabulary is None:
+        raise ValueError("MlmModel.config.vocab_size is 0 and no vocabulary is given")
+      self.config = dataclasses.replace(self.config, vocab_size=self.vocabulary.vocab_size)
+
+  def _net(self):
+    return MlmNet(self.config)
+
+  def init_params(self, rng, batch):
+    return self._net().init({"params": rng}, batch["input_ids"], batch["mlm_positions"])["params"]
+
+  def _token_log_probs(self, params, batch, dropout_rng=None):
+    logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"],
+                               **_train_mode(dropout_rng))
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    picked = jnp.take_along_axis(log_probs, batch["mlm_targets"][..., None], axis=-1)[..., 0]
+    return logits, picked
+
+  def loss_fn(self, params, batch, dropout_rng):
+    logits, token_log_probs = self._token_log_probs(params, batch, dropout_rng)
+    weights = batch["mlm_weights"]
+    loss = -jnp.sum(token_log_probs * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+    correct = (jnp.argmax(logits, axis=-1) == batch["mlm_targets"]).astype(jnp.float32)
+    return loss, {"mlm_accuracy": _masked_mean(correct, weights > 0)}
+
+  def predict_batch(self, params, batch):
+    logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"])
+    return {"tokens": jnp.argmax(logits, axis=-1)}
+
+  def score_batch(self, params, batch):
+    _, token_log_probs = self._token_log_probs(params, batch)
+    return jnp.sum(token_log_probs * batch["mlm_weights"], axis=-1)
+
 
 @dataclasses.dataclass
 class _RetrieverModel(BaseModel):
@@ -210,10 +309,12 @@ class RealmPretrainModel(_RetrieverModel):
   """
   reader_config: BertConfig = None
   per_mask_marginal: bool = False
+  score_scale: float = 1.0
+  learn_score_scale: bool = False
 
   def _pretrain_net(self):
     return RealmPretrainNet(self.retriever_config, self.proj_dim, self.share_embedders,
-                            self.reader_config)
+                            self.score_scale, self.learn_score_scale, self.reader_config)
 
   def init_params(self, rng, batch):
     return self._pretrain_net().init(
@@ -278,10 +379,13 @@ class OpenQAModel(_RetrieverModel):
   reader_config: BertConfig = None
   span_hidden: int = 256
   max_span_len: int = 10
+  score_scale: float = 1.0
+  learn_score_scale: bool = False
 
   def _qa_net(self):
     return OpenQANet(self.retriever_config, self.proj_dim, self.share_embedders,
-                     self.reader_config, self.span_hidden, self.max_span_len)
+                     self.score_scale, self.learn_score_scale, self.reader_config,
+                     self.span_hidden, self.max_span_len)
 
   def init_params(self, rng, batch):
     return self._qa_net().init({"params": rng}, batch["query_ids"], batch["reader_ids"],
@@ -289,10 +393,11 @@ class OpenQAModel(_RetrieverModel):
 
   def _forward(self, params, batch, dropout_rng=None):
     kwargs = _train_mode(dropout_rng)
-    q, span_logits = self._qa_net().apply(
+    q, span_logits, log_scale = self._qa_net().apply(
         {"params": params}, batch["query_ids"], batch["reader_ids"], batch["reader_types"],
         **kwargs)
-    retrieval_scores = inner_products(q, batch["retrieved_doc_emb"])          # [B, N]
+    retrieval_scores = _scaled(inner_products(q, batch["retrieved_doc_emb"]), log_scale,
+                               self.score_scale, self.learn_score_scale)      # [B, N]
     num_read = batch["reader_ids"].shape[1]
     # A block's retrieval score is added to each of its spans (ORQA).
     span_logits = span_logits + retrieval_scores[:, :num_read, None, None]
@@ -333,15 +438,37 @@ class OpenQAModel(_RetrieverModel):
     return scores
 
 
-def warm_start(params, source, keys=("retriever", "reader")):
-  """Copies named top-level subtrees of `source` into `params`, checking every shape."""
-  params = dict(params)
-  for key in keys:
-    if key not in params or key not in source:
-      continue
-    want = jax.tree_util.tree_map(jnp.shape, params[key])
-    got = jax.tree_util.tree_map(jnp.shape, source[key])
-    if want != got:
-      raise ValueError(f"warm start: subtree {key!r} does not match the model's shapes")
-    params[key] = source[key]
+def _subtree(tree, path: str):
+  for key in path.split("/"):
+    if not isinstance(tree, dict) or key not in tree:
+      return None
+    tree = tree[key]
+  return tree
+
+
+def _with_subtree(tree, path: str, value):
+  head, _, rest = path.partition("/")
+  tree = dict(tree)
+  tree[head] = value if not rest else _with_subtree(tree[head], rest, value)
+  return tree
+
+
+def warm_start(params, source, subtrees: dict[str, str], *, where: str = "the warm start"):
+  """`params` with each subtree `dest` replaced by `source`'s subtree `subtrees[dest]` (paths
+  like "retriever/embedder/bert"), every shape checked; a missing subtree is an error, so a
+  reader that silently stays random cannot happen."""
+  for dest, src in subtrees.items():
+    want, got = _subtree(params, dest), _subtree(source, src)
+    if want is None:
+      raise InputError(f"this model has no subtree {dest!r} (it has {sorted(params)})",
+                       field="warm_starts")
+    if got is None:
+      raise InputError(f"{where} has no subtree {src!r} (it has {sorted(source)})",
+                       field="warm_starts")
+    want_shapes = jax.tree_util.tree_map(jnp.shape, want)
+    got_shapes = jax.tree_util.tree_map(jnp.shape, got)
+    if want_shapes != got_shapes:
+      raise InputError(f"{where}'s {src!r} does not have the shapes of this model's {dest!r} "
+                       "(a different size?)", field="warm_starts")
+    params = _with_subtree(params, dest, got)
   return params

@@ -8,6 +8,11 @@ Two details differ from `optax.adamw` on purpose, because REALM (and BERT) use t
     "bias" and "LayerNorm" by name; in Flax those are leaves called "bias"/"scale").
 Gradients are clipped to a global norm first, as BERT does.
 
+`lr_multipliers` gives a top-level parameter subtree a learning rate of its own (a multiple
+of the schedule), e.g. {"retriever": 0.1}: REALM's retriever must move slower than a reader
+that is still learning to use what it retrieves, or its gradient (noise while retrieval barely
+helps) undoes the ICT warm start.
+
 The schedule warms up linearly from 0 to `learning_rate` over `warmup_steps`, then decays
 linearly to 0 at `total_steps`. (BERT's own code decays from step 0 and overrides the first
 `warmup_steps` with the ramp, so it never quite reaches the peak; with the paper's 200k steps
@@ -17,7 +22,7 @@ the rate schedule(s), so the very first update has rate 0, as in BERT.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import gin
 import jax
@@ -83,10 +88,25 @@ def scale_by_bert_adam(b1: float, b2: float, eps: float) -> optax.GradientTransf
   return optax.GradientTransformation(init, update)
 
 
+def scale_subtrees(multipliers: Mapping[str, float]) -> optax.GradientTransformation:
+  """Multiplies the updates of each named top-level subtree by its factor."""
+  def scale(path, update):
+    names = _path_names(path)
+    return update * multipliers[names[0]] if names and names[0] in multipliers else update
+
+  def update(updates, state, params=None):
+    del params
+    return jax.tree_util.tree_map_with_path(scale, updates), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 @gin.configurable
 def make_optimizer(*, learning_rate: float, warmup_steps: int, total_steps: int,
                    weight_decay: float = 0.01, b1: float = 0.9, b2: float = 0.999,
-                   eps: float = 1e-6, max_grad_norm: float = 1.0) -> optax.GradientTransformation:
+                   eps: float = 1e-6, max_grad_norm: float = 1.0,
+                   lr_multipliers: Mapping[str, float] | None = None
+                   ) -> optax.GradientTransformation:
   """BERT's AdamW with warm-up and linear decay; the current rate is kept in the opt state.
 
   The rate is injected as a hyper-parameter so `learning_rate_of(opt_state)` can report the
@@ -94,14 +114,19 @@ def make_optimizer(*, learning_rate: float, warmup_steps: int, total_steps: int,
   """
   schedule = make_schedule(learning_rate=learning_rate, warmup_steps=warmup_steps,
                            total_steps=total_steps)
+  multipliers = dict(lr_multipliers or {})
+  for name, factor in multipliers.items():
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 0:
+      raise InputError(f"must be a number >= 0, got {factor!r}", field=f"lr_multipliers.{name}")
 
   def bert_adamw(learning_rate):
-    return optax.chain(
-        optax.clip_by_global_norm(max_grad_norm),
-        scale_by_bert_adam(b1, b2, eps),
-        optax.add_decayed_weights(weight_decay, mask=weight_decay_mask),
-        optax.scale_by_learning_rate(learning_rate),
-    )
+    steps = [optax.clip_by_global_norm(max_grad_norm),
+             scale_by_bert_adam(b1, b2, eps),
+             optax.add_decayed_weights(weight_decay, mask=weight_decay_mask),
+             optax.scale_by_learning_rate(learning_rate)]
+    if multipliers:
+      steps.append(scale_subtrees(multipliers))
+    return optax.chain(*steps)
 
   return optax.inject_hyperparams(bert_adamw)(learning_rate=schedule)
 

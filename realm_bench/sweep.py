@@ -41,20 +41,21 @@ def parse_values(text: str) -> tuple[int, ...]:
   return values
 
 
-def run(*, out_dir, sweep: SweepConfig, stages: quickstart.QuickstartConfig) -> list[Path]:
+def run(*, out_dir, sweep: SweepConfig, stages: quickstart.QuickstartConfig,
+        world_config) -> list[Path]:
   """Runs every sweep point (skipping finished stages); returns the table files written."""
   from realm_bench.reporting.render import render_tables  # pylint: disable=g-import-not-at-top
   clock = time.perf_counter()
-  s, ict = quickstart.start(out_dir, stages)
+  s, bert, ict = quickstart.start(out_dir, stages, world_config)
   for value in sweep.values:
     name = f"{sweep.experiment}_refresh_{value:04d}"
     experiment = [f"EXPERIMENT = '{sweep.experiment}'"]
-    pretrain = s.train(f"{name}_pretrain", "runs/pretrain.gin",
-                       quickstart.pretrain_bindings(stages, ict)
+    pretrain = s.train(f"{name}_pretrain", ["runs/pretrain.gin"],
+                       quickstart.pretrain_bindings(stages, ict, bert)
                        + [f"REFRESH_EVERY = {value}", *experiment, *sweep.pretrain_bindings])
     s.recall(f"{name}_recall_dev", sweep.experiment, pretrain)
-    tuned = s.train(f"{name}_finetune", "runs/finetune.gin",
-                    quickstart.finetune_bindings(stages, pretrain) + experiment)
+    tuned = s.train(f"{name}_finetune", ["runs/finetune.gin"],
+                    quickstart.finetune_bindings(stages, pretrain, bert) + experiment)
     s.evaluate(f"{name}_eval_dev", sweep.experiment, tuned, "validation")
   values = ",".join(str(v) for v in sweep.values)
   files = render_tables(runs_dir=s.runs, formats=["md"], out_dir=s.out / "tables",

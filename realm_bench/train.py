@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import gin
 import jax
@@ -54,29 +54,39 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
           batch_size: int, learning_rate: float, sequence_lengths: SequenceLengths,
           experiment: str, scale: str = "synthetic", warmup_steps: int = 0,
           weight_decay: float = 0.01, checkpoint_every: int = 100, log_every: int = 10,
-          keep_checkpoints: int = 2, seed: int = 0, warm_start_from: str | None = None,
-          warm_start_keys: Sequence[str] = ("retriever", "reader"),
+          keep_checkpoints: int = 2, seed: int = 0,
+          warm_starts: Sequence[tuple[str | None, Mapping[str, str]]] = (),
+          lr_multipliers: Mapping[str, float] | None = None,
           partitioner: Partitioner | None = None, progress: bool = True,
-          stop_at_step: int | None = None) -> dict:
+          stop_at_step: int | None = None) -> RunRecord:
   """Trains `model` on `pipeline`'s batches; returns (and, when finished, writes) its record.
 
-  `stop_at_step` ends this process early (after checkpointing), as a preemption would: the
-  schedule still runs to `num_steps`, and rerunning the command resumes.
+  `warm_starts` lists (run folder, {subtree of this model: subtree of that run's}) pairs,
+  applied in order to the fresh parameters of step 0 (a None folder is skipped): REALM's
+  pre-training takes its retriever from the ICT run and its reader and MLM head from the BERT
+  stage. The first run listed is the record's lineage. `lr_multipliers` gives top-level
+  subtrees a learning rate of their own (`optim.make_optimizer`). `stop_at_step` ends this
+  process early (after checkpointing), as a preemption would: the schedule still runs to
+  `num_steps`, and rerunning the command resumes.
   """
   run_dir = Path(run_dir)
   run_dir.mkdir(parents=True, exist_ok=True)
   gin_utils.write_config(run_dir)
   started, clock = _now(), time.perf_counter()
 
+  sources = [(Path(run), dict(subtrees)) for run, subtrees in warm_starts if run]
+  loaded = [(run, checkpoints.load_params(run / "checkpoints"), subtrees)
+            for run, subtrees in sources]
   warm_params = None
-  if warm_start_from:
-    warm_params = checkpoints.load_params(Path(warm_start_from) / "checkpoints")
+  if loaded:   # what the pipeline builds a frozen index from: the retriever's source
+    warm_params = next((p for _, p, m in loaded if "retriever" in m), loaded[0][1])
   pipeline.setup(model=model, run_dir=run_dir, sequence_lengths=sequence_lengths,
                  warm_start_params=warm_params)
   try:   # the pipeline may have started an index builder: stop it however this ends
     batches = pipeline.stream(batch_size=batch_size, seed=seed)
     optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
-                                     total_steps=num_steps, weight_decay=weight_decay)
+                                     total_steps=num_steps, weight_decay=weight_decay,
+                                     lr_multipliers=lr_multipliers)
     trainer = Trainer(model, optimizer, partitioner, dropout_seed=seed)
     manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
     hooks = pipeline.hooks() + ([] if stop_at_step is None else [StopAtStep(stop_at_step)])
@@ -84,9 +94,10 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
     state, start_step, extra = restore_or_initialize(
         trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
         init_batch=pipeline.shape_batch(batches.peek()))
-    if start_step == 0 and warm_params is not None:
-      fresh = jax.device_get(state.params)
-      started_params = models.warm_start(fresh, warm_params, warm_start_keys)
+    if start_step == 0 and loaded:
+      started_params = jax.device_get(state.params)
+      for run, params, subtrees in loaded:
+        started_params = models.warm_start(started_params, params, subtrees, where=str(run))
       state = state.replace(params=jax.tree.map(
           lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
     if start_step > 0:
@@ -108,14 +119,15 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   summary = pipeline.summary()
   record = RunRecord(
       run_id=run_dir.name, kind="train", experiment=experiment,
-      lineage=record_id(warm_start_from) if warm_start_from else None,
+      lineage=record_id(sources[0][0]) if sources else None,
       task=pipeline.task_name, dataset=pipeline.dataset, split="train", scale=scale,
       metrics=result.metrics, num_examples=pipeline.num_examples,
       gin_config=gin.config_str(), git_commit=git_commit(), hardware=hardware_info(),
       start_time=started, end_time=_now(), steps=result.step,
       index_manifests=summary.get("index_manifests", []), params=summary.get("params", {}),
       stats={**summary.get("stats", {}), "resumed_from_step": start_step,
-             "seconds_this_process": round(time.perf_counter() - clock, 2)})
+             "seconds_this_process": round(time.perf_counter() - clock, 2),
+             "warm_starts": [record_id(run) or str(run) for run, _ in sources]})
   gin_utils.write_operative_config(run_dir)
   if result.step == num_steps:  # the record marks a finished run; evaluations read it
     write_record(run_dir, record)

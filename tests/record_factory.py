@@ -12,7 +12,7 @@ def make_record(**overrides) -> RunRecord:
       split="test", scale="synthetic", metrics={"exact_match": 40.0}, num_examples=100,
       gin_config="train.steps = 10\n", git_commit="0" * 40, hardware={"cpu_count": 2},
       start_time="2024-01-01T00:00:00+00:00", end_time="2024-01-01T00:10:00+00:00", steps=10,
-      index_manifests=[], params={}, stats={}, recall_matcher=None)
+      index_manifests=[], params={}, stats={}, recall_matcher=None, outcomes=None)
   fields.update(overrides)
   if fields["recall_matcher"] is None and any(m.startswith("recall@") for m in fields["metrics"]):
     fields["recall_matcher"] = "string"

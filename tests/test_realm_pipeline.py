@@ -92,7 +92,8 @@ def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):
 
 
 def test_finetune_evaluate_infer_and_score(world, ict, capsys):
-  _train(world, "runs/finetune.gin", "ft", NUM_STEPS=3, WARM_START=str(ict))
+  _train(world, "runs/finetune.gin", "ft", NUM_STEPS=3, WARM_START=str(ict), BERT_RUN=None,
+         extra_files=["experiments/orqa.gin"])
   assert (world / "ft" / "index" / "frozen" / "manifest.json").exists()
   gin_utils.parse_gin(["runs/evaluate.gin", *OVERLAYS], _bindings(
       world, "eval", CHECKPOINT_FROM=str(world / "ft"), EXPERIMENT="realm", DATASET="nq"))

@@ -403,7 +403,7 @@ def test_record_dataclass_fields_are_the_documented_contract():
       "schema_version", "run_id", "kind", "experiment", "lineage", "cells", "task", "dataset",
       "split", "scale",
       "metrics", "num_examples", "gin_config", "git_commit", "hardware", "start_time",
-      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher"]
+      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher", "outcomes"]
 
 
 @pytest.mark.parametrize("records,out", [

@@ -76,6 +76,15 @@ ICT_BATCH = BatchSpec("ict", {
                      "[CLS] title [SEP] block without the sentence (mostly) [SEP]"),
 })
 
+MLM_BATCH = BatchSpec("mlm", {
+    "input_ids": Field(("batch", "input_len"), "int32",
+                       "[CLS] masked sentence [SEP] (BERT stage), or [CLS] question [SEP] "
+                       "[MASK]... [SEP] (closed-book)"),
+    "mlm_positions": Field(("batch", "masks"), "int32", "positions to predict"),
+    "mlm_targets": Field(("batch", "masks"), "int32", "their ids"),
+    "mlm_weights": Field(("batch", "masks"), "float32", "1 for a real slot, 0 for padding"),
+})
+
 REALM_BATCH = BatchSpec("realm_pretrain", {
     "query_ids": Field(("batch", "query_len"), "int32", "[CLS] masked sentence [SEP]"),
     "mlm_positions": Field(("batch", "masks"), "int32", "positions of the masked wordpieces"),
@@ -165,6 +174,28 @@ def fitted_length(needed: int, given: int | None, what: str) -> int:
 # Pre-training.
 # ------------------------------------------------------------------------------------------
 
+def mask_slots(targets: Sequence[np.ndarray], max_masks: int):
+  """(positions, targets, weights) [B, max_masks] of the non-zero entries of each targets row
+  (ids at masked positions, 0 elsewhere, as the pre-training task writes them)."""
+  positions = np.zeros((len(targets), max_masks), np.int32)
+  ids = np.zeros((len(targets), max_masks), np.int32)
+  weights = np.zeros((len(targets), max_masks), np.float32)
+  for i, t in enumerate(targets):
+    t = np.asarray(t)
+    pos = np.flatnonzero(t)[:max_masks]
+    positions[i, :len(pos)] = pos
+    ids[i, :len(pos)] = t[pos]
+    weights[i, :len(pos)] = 1.0
+  return positions, ids, weights
+
+
+def mlm_batch(examples: Sequence[dict], *, input_len: int, max_masks: int) -> dict:
+  """MLM_BATCH from {"inputs", "targets"} pre-training examples (the BERT stage)."""
+  positions, targets, weights = mask_slots([e["targets"] for e in examples], max_masks)
+  return {"input_ids": pad_rows([e["inputs"] for e in examples], input_len),
+          "mlm_positions": positions, "mlm_targets": targets, "mlm_weights": weights}
+
+
 def select_candidates(retrieved_ids: np.ndarray, exclude: np.ndarray, num: int):
   """The first `num` retrieved blocks per row, skipping the block the sentence came from."""
   out = np.full((retrieved_ids.shape[0], num), -1, np.int64)
@@ -185,15 +216,7 @@ def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus: 
   block_len = corpus.doc_inputs.shape[1]
   body_len = corpus.max_body_len
   query_ids = pad_rows([e["inputs"] for e in examples], query_len)
-  positions = np.zeros((b, max_masks), np.int32)
-  targets = np.zeros((b, max_masks), np.int32)
-  weights = np.zeros((b, max_masks), np.float32)
-  for i, e in enumerate(examples):
-    t = np.asarray(e["targets"])
-    pos = np.flatnonzero(t)[:max_masks]
-    positions[i, :len(pos)] = pos
-    targets[i, :len(pos)] = t[pos]
-    weights[i, :len(pos)] = 1.0
+  positions, targets, weights = mask_slots([e["targets"] for e in examples], max_masks)
   null_doc = np.zeros(block_len, np.int32)
   null_doc[:3] = [specials.cls, specials.sep, specials.sep]
   cand_doc_ids = np.zeros((b, k, block_len), np.int32)

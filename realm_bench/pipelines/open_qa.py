@@ -12,6 +12,7 @@ from realm_bench.errors import InputError
 from realm_bench.pipelines import base, batching
 from realm_bench.retrieval.embed import Towers, build_index
 from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
+from realm_bench.tasks.metrics import to_text
 from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 
 
@@ -20,7 +21,9 @@ from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 class OpenQAPipeline(base.Pipeline):
   """The index is built once, from the warm-start document tower, and frozen.
 
-  `retrieve=False` is the closed-book control: every example reads only the null document.
+  `retriever` "bm25" reads BM25's blocks instead (Lee et al.'s BERT-baseline row: the same
+  reader and fine-tuning over word-overlap retrieval; the retriever then gets no gradient and
+  adds nothing to the span scores). `retrieve=False` reads only the null document.
   `index_from` reads an index built by `realm-bench index` (the paper-scale path: the corpus
   is embedded once, in shards, instead of in memory here). Whether answers are regular
   expressions (CuratedTREC) follows from `qa_task`.
@@ -31,6 +34,7 @@ class OpenQAPipeline(base.Pipeline):
   num_read: int = 5             # blocks the reader reads
   max_span_len: int = 10
   retrieve: bool = True
+  retriever: str = "dense"
   index_factory: Callable[[], MipsIndex] = ExactIndex
   index_from: str | None = None
 
@@ -47,6 +51,9 @@ class OpenQAPipeline(base.Pipeline):
     return spec_of(self.qa_task).dataset
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
+    if self.retriever not in ("dense", "bm25"):
+      raise InputError(f"expected 'dense' or 'bm25', got {self.retriever!r}",
+                       field="OpenQAPipeline.retriever")
     for task in (self.qa_task, self.corpus_task):
       base.check_task_vocabulary(task, model.vocabulary)
     self.lengths = sequence_lengths
@@ -58,9 +65,12 @@ class OpenQAPipeline(base.Pipeline):
     self.index_path = Path(run_dir) / "index" / "frozen"
     self.index = self._frozen_index(warm_start_params)
 
-  def _frozen_index(self, params) -> MipsIndex | None:
+  def _frozen_index(self, params):
     if not self.retrieve:
       return None
+    if self.retriever == "bm25":
+      from realm_bench.retrieval.bm25 import Bm25Retriever  # pylint: disable=g-import-not-at-top
+      return Bm25Retriever(zip(self.corpus.ids.tolist(), self.corpus.titles, self.corpus.bodies))
     if self.index_from:
       index = load_index(Path(self.index_from) / "index")
       if not np.array_equal(index.ids, self.corpus.ids):
@@ -86,9 +96,15 @@ class OpenQAPipeline(base.Pipeline):
     self.num_examples = len(examples)
     return base.example_stream(examples, batch_size=batch_size, seed=seed)
 
-  def retrieve_ids(self, params, query_ids, k) -> np.ndarray:
+  @property
+  def dense(self) -> bool:
+    return self.index is not None and self.retriever == "dense"
+
+  def retrieve_ids(self, params, raw, query_ids, k) -> np.ndarray:
     if self.index is None:
       return np.full((query_ids.shape[0], 1), -1, np.int64)
+    if not self.dense:
+      return self.index.search([to_text(e["question"]) for e in raw], k)[1]
     q = self.towers.embed_queries(params, query_ids, batch_size=query_ids.shape[0])
     return self.index.search(q, k)[1]
 
@@ -96,8 +112,8 @@ class OpenQAPipeline(base.Pipeline):
     """(OPEN_QA_BATCH, retrieved block ids [B, N]); prediction reads the top `num_read`."""
     query_ids = batching.pad_rows([e["inputs"] for e in raw], self.lengths.query)
     k = self.num_retrieved if with_gold else self.num_read
-    retrieved = self.retrieve_ids(params, query_ids, k)
-    embeddings = (self.index.embeddings if self.index is not None
+    retrieved = self.retrieve_ids(params, raw, query_ids, k)
+    embeddings = (self.index.embeddings if self.dense
                   else np.zeros((len(self.corpus.ids), self.proj_dim), np.float32))
     return self._qa_batch(raw, retrieved, embeddings, with_gold), retrieved
 
@@ -120,5 +136,33 @@ class OpenQAPipeline(base.Pipeline):
                              max_span_len=self.max_span_len, with_gold=with_gold,
                              reader_len=self.lengths.reader)
 
+  def index_manifest(self) -> dict | None:
+    return None if self.index is None else dict(self.index.manifest)
+
   def summary(self):
-    return {"index_manifests": [] if self.index is None else [dict(self.index.manifest)]}
+    manifest = self.index_manifest()
+    return {"index_manifests": [] if manifest is None else [manifest]}
+
+  def predictions(self, model, params, examples, *, batch_size: int) -> list[dict]:
+    """[{question, prediction, answers, retrieved}] for every example, in order; a prediction
+    is cut out of the original block text."""
+    import jax  # pylint: disable=g-import-not-at-top
+    predict = jax.jit(model.predict_batch)
+    rows = []
+    for start in range(0, len(examples), batch_size):
+      chunk = list(examples[start:start + batch_size])
+      real = len(chunk)
+      chunk += [chunk[-1]] * (batch_size - real)     # one compiled shape for every batch
+      batch, retrieved = self.batch(params, chunk, with_gold=False)
+      out = jax.device_get(predict(params, batch))
+      for i in range(real):
+        prediction = ""
+        if out["has_span"][i]:
+          read = out["block"][i]
+          offset = batch["body_start"][i, read]   # spans index the reader input; cut the body
+          prediction = batching.answer_text(self.corpus, retrieved[i, read],
+                                            out["start"][i] - offset, out["end"][i] - offset)
+        rows.append({"question": to_text(chunk[i]["question"]), "prediction": prediction,
+                     "answers": [to_text(a) for a in chunk[i]["answers"]],
+                     "retrieved": [int(b) for b in retrieved[i] if b >= 0]})
+    return rows

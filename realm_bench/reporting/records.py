@@ -63,6 +63,10 @@ class RunRecord:
   params: dict = dataclasses.field(default_factory=dict)
   stats: dict = dataclasses.field(default_factory=dict)
   recall_matcher: str | None = None
+  # Per-example outcomes of an evaluation, "1" right / "0" wrong (a hit / a miss for recall),
+  # in the order of the split's file: what paired comparisons and bootstraps over questions
+  # need. None when not recorded.
+  outcomes: str | None = None
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunRecord)}
@@ -168,6 +172,12 @@ def _validate(obj: dict, path) -> None:
         bad(f"cells[{i}].{key}", "missing")
       if kind is int and not _is_int(cell[key]) or kind is str and not isinstance(cell[key], str):
         bad(f"cells[{i}].{key}", f"expected {kind.__name__}, got {cell[key]!r}")
+  outcomes = obj["outcomes"]
+  if outcomes is not None:
+    if not isinstance(outcomes, str) or set(outcomes) - {"0", "1"}:
+      bad("outcomes", "expected a string of 0s and 1s or null")
+    if len(outcomes) != obj["num_examples"]:
+      bad("outcomes", f"has {len(outcomes)} outcomes for {obj['num_examples']} examples")
   matcher = obj["recall_matcher"]
   if matcher is not None and matcher not in RECALL_MATCHERS:
     bad("recall_matcher", f"expected one of {', '.join(RECALL_MATCHERS)} or null, got "
@@ -217,7 +227,7 @@ def _upgrade_v1(obj: dict) -> dict:
   metrics = obj.get("metrics")
   recall = isinstance(metrics, dict) and any(str(k).startswith("recall@") for k in metrics)
   obj.update(schema_version=SCHEMA_VERSION, kind="recall" if recall else "evaluate",
-             lineage=None)
+             lineage=None, outcomes=None)
   return obj
 
 

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import logging
+
 import bm25s
 import numpy as np
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)   # it logs every index build at DEBUG
 
 
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
@@ -43,6 +47,9 @@ class Bm25Retriever:
     if not ids:
       raise ValueError("BM25 needs at least one block")
     self.ids = np.asarray(ids, np.int64)
+    # What a run record lists beside the numbers, as it does a MIPS index's manifest.
+    self.manifest = {"kind": "bm25", "num_blocks": len(ids), "k1": k1, "b": b,
+                     "library": f"bm25s {bm25s.__version__}"}
     self._model = bm25s.BM25(k1=k1, b=b, method="lucene")
     self._model.index(bm25s.tokenize(texts, lower=True, stopwords="en", show_progress=False),
                       show_progress=False)

@@ -1,0 +1,104 @@
+"""The quickstart's summary: every system beside its reference points, with standard errors.
+
+Read from run records only. A system's standard error is the binomial one of its split,
+sqrt(p (1 - p) / n); a difference between two systems evaluated on the same questions is
+judged by the standard error of the paired per-question differences (the records' outcomes),
+which is what decides whether "REALM above ORQA" is an effect or noise on n questions.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from realm_bench.reporting.records import RECORD_NAME, RunRecord, read_record
+
+SYSTEMS = (("answer prior", "answer_prior"), ("closed-book", "closed_book"),
+           ("BM25 + reader", "bm25_reader"), ("ORQA", "orqa"), ("REALM", "realm"))
+RETRIEVERS = (("random", "random_retrieval"), ("BM25", "bm25"), ("ICT (ORQA's)", "ict"),
+              ("REALM", "realm"), ("oracle (gold block)", "oracle"))
+COMPARED = ("orqa", "bm25_reader", "closed_book")
+
+
+def _records(runs_dir) -> dict[tuple[str, str, str], RunRecord]:
+  """(experiment, kind, split) -> record, for the evaluations under runs_dir."""
+  out = {}
+  for path in sorted(Path(runs_dir).rglob(RECORD_NAME)):
+    record = read_record(path)
+    if record.kind != "train":
+      out[(record.experiment, record.kind, record.split)] = record
+  return out
+
+
+def _outcomes(record: RunRecord | None) -> np.ndarray | None:
+  if record is None or record.outcomes is None:
+    return None
+  return np.frombuffer(record.outcomes.encode(), np.uint8) - ord("0")
+
+
+def binomial_se(percent: float, n: int) -> float:
+  p = percent / 100.0
+  return 100.0 * math.sqrt(p * (1 - p) / n) if n else math.nan
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+  """(mean difference, its standard error) in points, over the same questions."""
+  d = (a.astype(float) - b.astype(float)) * 100.0
+  return float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
+
+
+def _metric(record: RunRecord | None, name: str) -> float | None:
+  return None if record is None else record.metrics.get(name)
+
+
+def _fmt(value) -> str:
+  return "—" if value is None or (isinstance(value, float) and math.isnan(value)) \
+      else f"{value:.1f}"
+
+
+def _difference_line(name, better, worse, metric_record_pairs) -> str:
+  a, b = (_outcomes(r) for r in metric_record_pairs)
+  if a is None or b is None or len(a) != len(b):
+    return f"| {name} | — | — | — | not recorded |"
+  diff, se = paired(a, b)
+  z = diff / se if se else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+  verdict = ("above by more than 2 SE" if z > 2 else "below by more than 2 SE" if z < -2
+             else "within 2 SE: not an effect")
+  return f"| {name} | {diff:+.1f} | {se:.1f} | {z:+.1f} | {better} {verdict} |"
+
+
+def quickstart_summary(runs_dir, *, dataset_label: str = "NQ twin") -> str:
+  recs = _records(runs_dir)
+  lines = []
+  test_n = next((r.num_examples for (e, k, s), r in recs.items() if s == "test"), 0)
+  dev_n = next((r.num_examples for (e, k, s), r in recs.items() if s == "dev"), 0)
+  lines += [f"## Synthetic {dataset_label}: every system from its run record (one seed)", "",
+            f"Exact match (%) on test (n = {test_n}) and dev (n = {dev_n}); ± is one binomial "
+            "standard error.", "",
+            "| system | EM test | ± SE | EM dev | ± SE |", "|---|---:|---:|---:|---:|"]
+  for label, experiment in SYSTEMS:
+    test = _metric(recs.get((experiment, "evaluate", "test")), "exact_match")
+    dev = _metric(recs.get((experiment, "evaluate", "dev")), "exact_match")
+    lines.append(f"| {label} | {_fmt(test)} | {_fmt(test and binomial_se(test, test_n))} | "
+                 f"{_fmt(dev)} | {_fmt(dev and binomial_se(dev, dev_n))} |")
+  lines += ["", f"Zero-shot Recall@5 (%) on dev (n = {dev_n}), before any fine-tuning:", "",
+            "| retriever | Recall@5 | ± SE | Recall@20 |", "|---|---:|---:|---:|"]
+  for label, experiment in RETRIEVERS:
+    record = recs.get((experiment, "recall", "dev"))
+    r5 = _metric(record, "recall@5") if experiment != "oracle" else _metric(record, "recall@1")
+    r20 = _metric(record, "recall@20")
+    lines.append(f"| {label} | {_fmt(r5)} | {_fmt(r5 and binomial_se(r5, dev_n))} | "
+                 f"{_fmt(r20)} |")
+  lines += ["", "Paired differences over the same questions (points; SE of the per-question "
+            "difference):", "", "| comparison | difference | SE | z | verdict |",
+            "|---|---:|---:|---:|---|"]
+  realm_test = recs.get(("realm", "evaluate", "test"))
+  for experiment in COMPARED:
+    label = dict((e, l) for l, e in SYSTEMS)[experiment]
+    lines.append(_difference_line(f"REALM − {label}, EM test", "REALM", experiment,
+                                  (realm_test, recs.get((experiment, "evaluate", "test")))))
+  lines.append(_difference_line(
+      "REALM − ICT retriever, zero-shot Recall@5 dev", "REALM", "ict",
+      (recs.get(("realm", "recall", "dev")), recs.get(("ict", "recall", "dev")))))
+  return "\n".join(lines)
