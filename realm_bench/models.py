@@ -121,8 +121,8 @@ class MlmNet(nn.Module):
     self.reader = BertEncoder(self.config)
     self.mlm_head = MlmHead(self.config)
 
-  def __call__(self, input_ids, mlm_positions, *, deterministic=True):
-    hidden, _ = self.reader(input_ids, deterministic=deterministic)
+  def __call__(self, input_ids, mlm_positions, input_types=None, *, deterministic=True):
+    hidden, _ = self.reader(input_ids, input_types, deterministic=deterministic)
     picked = jnp.take_along_axis(hidden, mlm_positions[..., None], axis=1)
     return self.mlm_head(picked, self.reader)
 
@@ -218,7 +218,7 @@ class MlmModel(BaseModel):
 
   def _token_log_probs(self, params, batch, dropout_rng=None):
     logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"],
-                               **_train_mode(dropout_rng))
+                               batch.get("input_types"), **_train_mode(dropout_rng))
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     picked = jnp.take_along_axis(log_probs, batch["mlm_targets"][..., None], axis=-1)[..., 0]
     return logits, picked
@@ -231,7 +231,8 @@ class MlmModel(BaseModel):
     return loss, {"mlm_accuracy": _masked_mean(correct, weights > 0)}
 
   def predict_batch(self, params, batch):
-    logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"])
+    logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"],
+                               batch.get("input_types"))
     return {"tokens": jnp.argmax(logits, axis=-1)}
 
   def score_batch(self, params, batch):

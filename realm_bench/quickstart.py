@@ -39,8 +39,8 @@ class QuickstartConfig:
   seed: int = 0
   bert_steps: int = 600
   bert_batch: int = 128
-  bert_lr: float = 1e-3
-  ict_steps: int = 300
+  bert_lr: float = 1e-4
+  ict_steps: int = 1000
   ict_batch: int = 64
   ict_lr: float = 5e-4
   pretrain_steps: int = 300

@@ -11,9 +11,12 @@ small to tell runs apart. Hence:
   and a block holds at most one major fact, so recognising the entity (what ICT's pseudo-queries
   teach) finds the right few blocks, not the right one: the relation must match too.
 - Blocks read like passages of one encyclopaedia article: the title names the subject, the
-  lead passage names it in full once, every other sentence says "Drosk", "the town", "the
-  firm". Word overlap with the name then favours the entity's own blocks only a little over
-  the blocks of others that mention it.
+  lead passage names it in full once, every other sentence by its short name ("Drosk",
+  "Tharmouth", "Vesk" for Vesk Works). Word overlap with the name then favours the entity's
+  own blocks only a little over the blocks of others that mention it. (Generator 2 said "the
+  town" / "the firm" outside the lead passage: those blocks could be found by their title
+  alone, and ICT, whose pseudo-queries are the blocks' own sentences, learned nothing about
+  places and organisations: zero-shot entity recall@5 5-6% against 65% for people.)
 - Subjects stand anywhere in a sentence (lead-ins, passives, subject-final), in every kind of
   text, so no position gives the title away.
 - Vocabulary mismatch: a relation is worded one way in the corpus and another in pre-training
@@ -51,7 +54,7 @@ from realm_bench.tasks import world_text as text
 from realm_bench.tasks.world_entities import Entity, assign_attributes, fold, make_entities
 
 # Bump whenever the same config would produce different files.
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 
 SPLITS = ("train", "dev", "test")
 BENCHMARKS = ("nq", "wq", "trec")
@@ -162,9 +165,10 @@ def _article(word: str) -> str:
 
 
 def short_form(entity: Entity) -> str:
-  """How a block refers to its subject after naming it."""
-  return {"person": entity.words[-1], "place": "the town",
-          "organisation": "the firm"}[entity.kind]
+  """How a passage refers to its subject once the lead has named it: a person's surname, a
+  place's name, an organisation's core name."""
+  return {"person": entity.words[-1], "place": entity.name,
+          "organisation": entity.words[0]}[entity.kind]
 
 
 def render(template: str, subject: str, obj: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
@@ -303,7 +307,7 @@ def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity
     for fact in minor:   # whole blocks: minor_count tops the minor facts up
       next(g for g in groups if len(g) < config.facts_per_block).append(fact)
     # Like the passages of one encyclopaedia article: the lead passage names the subject in
-    # full once, every other sentence uses a short form; the title names it everywhere.
+    # full once, every other sentence by its short name; the title names it everywhere.
     lead = rng.randrange(len(groups))
     for g, group in enumerate(groups):
       rng.shuffle(group)

@@ -109,3 +109,25 @@ def test_lengths_are_checked_not_trimmed():
   with pytest.raises(InputError, match="shorter than the 14"):
     batching.pretrain_batch(examples, np.array([[9, -1]]), corpus, SPECIALS, query_len=6,
                             max_masks=3, joint_len=13)
+
+
+def test_closed_book_batch_masks_answer_slots_and_decodes_up_to_sep():
+  from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks.data import SequenceLengths  # pylint: disable=g-import-not-at-top
+
+  class Vocab:
+    cls_id, sep_id, mask_id = 2, 3, 4
+    encode = staticmethod({"Karvel Dotan": [15, 16]}.__getitem__)
+    decode = staticmethod(lambda ids: " ".join(str(i) for i in ids))
+
+  pipeline = mlm.ClosedBookPipeline(answer_len=4)
+  pipeline.lengths, pipeline.vocabulary = SequenceLengths(query=5, block=8), Vocab()
+  pipeline.specials = batching.Specials(cls=2, sep=3, mask=4)
+  example = {"inputs": np.array([2, 50, 51, 3]), "answers": [b"Karvel Dotan"]}
+  b = pipeline.batch([example], with_gold=True)
+  batching.MLM_BATCH.check(b)
+  np.testing.assert_array_equal(b["input_ids"][0], [2, 50, 51, 3, 4, 4, 4, 4, 3, 0])
+  np.testing.assert_array_equal(b["mlm_positions"][0], [4, 5, 6, 7])
+  np.testing.assert_array_equal(b["mlm_targets"][0], [15, 16, 3, 0])   # answer, [SEP], unused
+  np.testing.assert_array_equal(b["mlm_weights"][0], [1, 1, 1, 0])
+  assert pipeline.decode(np.array([15, 16, 3, 9])) == "15 16"

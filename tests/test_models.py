@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from realm_bench import models
+from realm_bench.errors import InputError
 from realm_bench.networks.bert import BertConfig
 from realm_bench.networks.reader import span_validity
 
@@ -212,3 +213,54 @@ def test_bf16_dots_accumulate_in_fp32_forward_and_backward():
   assert len(found) == 3   # the forward dot and both gradients
   assert all(v.aval.dtype == jnp.bfloat16 for e in found for v in e.invars)
   assert all(e.outvars[0].aval.dtype == jnp.float32 for e in found)
+
+
+def test_mlm_model_loss_is_the_mean_cross_entropy_of_the_masked_slots():
+  model = models.MlmModel(config=TINY)
+  ids = RNG.integers(5, 50, size=(2, 6)).astype(np.int32)
+  batch = {"input_ids": ids, "mlm_positions": np.array([[1, 2], [3, 0]], np.int32),
+           "mlm_targets": np.array([[7, 8], [9, 0]], np.int32),
+           "mlm_weights": np.array([[1, 1], [1, 0]], np.float32)}
+  params = model.init_params(jax.random.PRNGKey(0), batch)
+  loss, metrics = jax.jit(model.loss_fn)(params, batch, jax.random.PRNGKey(1))
+  logits = models.MlmNet(TINY).apply({"params": params}, ids, batch["mlm_positions"])
+  log_probs = jax.nn.log_softmax(np.asarray(logits), axis=-1)
+  direct = -(log_probs[0, 0, 7] + log_probs[0, 1, 8] + log_probs[1, 0, 9]) / 3
+  assert float(loss) == pytest.approx(float(direct), rel=1e-5)
+  assert 0.0 <= float(metrics["mlm_accuracy"]) <= 1.0
+  tokens = jax.jit(model.predict_batch)(params, batch)["tokens"]
+  np.testing.assert_array_equal(tokens, np.argmax(logits, axis=-1))
+
+
+def test_warm_start_copies_named_subtrees_and_refuses_what_is_missing():
+  params = {"retriever": {"embedder": {"bert": {"w": np.zeros(2)}, "p": np.zeros(1)}},
+            "reader": {"w": np.zeros(2)}}
+  bert = {"reader": {"w": np.ones(2)}, "mlm_head": {"b": np.ones(3)}}
+  out = models.warm_start(params, bert, {"retriever/embedder/bert": "reader", "reader": "reader"})
+  np.testing.assert_array_equal(out["retriever"]["embedder"]["bert"]["w"], [1, 1])
+  np.testing.assert_array_equal(out["reader"]["w"], [1, 1])
+  np.testing.assert_array_equal(out["retriever"]["embedder"]["p"], [0])   # untouched
+  np.testing.assert_array_equal(params["reader"]["w"], [0, 0])            # not modified
+  with pytest.raises(InputError, match="has no subtree 'span_head'"):
+    models.warm_start(params, bert, {"reader": "span_head"})
+  with pytest.raises(InputError, match="this model has no subtree 'mlm_head'"):
+    models.warm_start(params, bert, {"mlm_head": "mlm_head"})
+  with pytest.raises(InputError, match="shapes"):
+    models.warm_start(params, {"reader": {"w": np.ones(3)}}, {"reader": "reader"})
+
+
+@pytest.mark.parametrize("learned", [False, True])
+def test_retrieval_scores_are_scaled_and_the_paper_setting_is_the_raw_product(learned):
+  raw = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, reader_config=TINY)
+  scaled = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, reader_config=TINY,
+                                     score_scale=0.25, learn_score_scale=learned)
+  batch = _pretrain_batch()
+  params = raw.init_params(jax.random.PRNGKey(0), batch)
+  scaled_params = scaled.init_params(jax.random.PRNGKey(0), batch)
+  assert ("score_log_scale" in scaled_params) == learned
+  s_raw = raw.predict_batch(params, batch)["retrieval_scores"]
+  s_scaled = scaled.predict_batch({**scaled_params, **params}, batch)["retrieval_scores"]
+  np.testing.assert_allclose(s_scaled, 0.25 * np.asarray(s_raw), rtol=1e-5)
+  if learned:   # the temperature gets a gradient
+    grads = jax.grad(lambda p: scaled.loss_fn(p, batch, jax.random.PRNGKey(1))[0])(scaled_params)
+    assert float(abs(grads["score_log_scale"])) > 0

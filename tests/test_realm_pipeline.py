@@ -247,3 +247,46 @@ def test_index_command_embeds_the_corpus_and_builds_an_index(world, ict, capsys)
   pipeline.setup(model=gin.query_parameter("train_lib.train.model").scoped_configurable_fn(),
                  run_dir=world / "ft_prebuilt", sequence_lengths=lengths)
   assert pipeline.index.manifest == index.manifest
+
+
+def test_bert_stage_warm_starts_ict_and_the_readers_of_every_system(world):
+  """The paper's lineage at small scale: BERT -> ICT -> REALM, and from BERT the ORQA, BM25 and
+  closed-book readers; each system fine-tunes and is evaluated with a record of its own."""
+  from realm_bench import checkpoints  # pylint: disable=g-import-not-at-top
+  bert = _train(world, "runs/bert.gin", "bert", NUM_STEPS=3)
+  assert bert.experiment == "bert" and bert.lineage is None
+  ict = _train(world, "runs/ict.gin", "ict_from_bert", NUM_STEPS=1,
+               BERT_RUN=str(world / "bert"), LEARNING_RATE=1e-12)
+  assert ict.lineage == "bert"
+  bert_params = checkpoints.load_params(world / "bert" / "checkpoints")
+  ict_params = checkpoints.load_params(world / "ict_from_bert" / "checkpoints")
+  np.testing.assert_allclose(   # one step at a negligible rate: still BERT's weights
+      ict_params["retriever"]["embedder"]["bert"]["token_embed"]["embedding"],
+      bert_params["reader"]["token_embed"]["embedding"], atol=1e-6)
+  for experiment, overlay in (("bm25_reader", "experiments/bm25_reader.gin"),
+                              ("closed_book", "experiments/closed_book.gin")):
+    record = _train(world, "runs/finetune.gin", f"{experiment}_ft", NUM_STEPS=2,
+                    BERT_RUN=str(world / "bert"), extra_files=[overlay])
+    assert record.experiment == experiment and record.lineage == "bert"
+    gin_utils.parse_gin(["runs/evaluate.gin", *OVERLAYS, overlay], _bindings(
+        world, f"{experiment}_eval", CHECKPOINT_FROM=str(world / f"{experiment}_ft"),
+        EXPERIMENT=experiment, DATASET="nq", BERT_RUN=None))
+    metrics = gin.get_configurable(eval_lib.evaluate)()
+    evaluation = read_record(world / f"{experiment}_eval")
+    assert evaluation.metrics == metrics and evaluation.lineage == f"{experiment}_ft"
+    assert len(evaluation.outcomes) == evaluation.num_examples
+    assert evaluation.outcomes.count("1") == round(metrics["exact_match"] *
+                                                    evaluation.num_examples / 100)
+  manifest = read_record(world / "bm25_reader_eval").index_manifests[0]
+  assert manifest["kind"] == "bm25"
+
+
+def test_reference_points_and_the_summary_read_from_records(world, tmp_path):
+  from realm_bench import baselines  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting import summary  # pylint: disable=g-import-not-at-top
+  points = baselines.reference_points(world_dir=world / "world", runs_dir=tmp_path, split="dev")
+  assert points["oracle"] == {"recall@1": 100.0}
+  assert 0 <= points["answer_prior"]["exact_match"] <= 100
+  assert read_record(tmp_path / "bm25_nq_dev").recall_matcher == "string"
+  text = summary.quickstart_summary(tmp_path)
+  assert "| answer prior |" in text and "| oracle (gold block) | 100.0 |" in text

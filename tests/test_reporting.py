@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import numpy as np
 import pytest
 import yaml
 
@@ -418,3 +419,18 @@ def test_committed_tables_are_what_the_committed_records_render(tmp_path, record
     if path.suffix == ".md":
       committed = (root / out / path.name).read_text()
       assert path.read_text().replace(str(root / records), records) == committed, path.name
+
+
+def test_summary_pairs_outcomes_question_by_question(tmp_path):
+  from realm_bench.reporting import summary  # pylint: disable=g-import-not-at-top
+  assert summary.binomial_se(50.0, 100) == pytest.approx(5.0)
+  a, b = np.array([1, 1, 0, 1]), np.array([1, 0, 0, 0])
+  diff, se = summary.paired(a, b)
+  assert diff == pytest.approx(50.0) and se == pytest.approx(100 * np.std([0, 1, 0, 1], ddof=1) / 2)
+  for name, outcomes in (("realm", "1101"), ("orqa", "1000")):
+    write_run(tmp_path, f"{name}_test", experiment=name, split="test", num_examples=4,
+              metrics={"exact_match": 25.0 * outcomes.count("1")}, outcomes=outcomes)
+  text = summary.quickstart_summary(tmp_path)
+  assert "| REALM − ORQA, EM test | +50.0 | 28.9 | +1.7 | REALM within 2 SE: not an effect |" in text
+  with pytest.raises(InputError, match="outcomes"):
+    write_run(tmp_path, "bad", num_examples=3, outcomes="10")

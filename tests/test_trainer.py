@@ -83,6 +83,20 @@ def test_weight_decay_skips_biases_and_layer_norms():
   np.testing.assert_array_equal(updates["LayerNorm"]["gamma"], 0.0)
 
 
+def test_a_subtree_can_have_a_learning_rate_of_its_own():
+  tx = optim.make_optimizer(learning_rate=1.0, warmup_steps=0, total_steps=10, weight_decay=0.0,
+                            lr_multipliers={"retriever": 0.1, "frozen": 0.0})
+  params = {"retriever": {"w": jnp.zeros(1)}, "reader": {"w": jnp.zeros(1)},
+            "frozen": {"w": jnp.zeros(1)}}
+  grads = jax.tree.map(lambda p: jnp.full_like(p, 0.5), params)
+  updates, _ = jax.jit(tx.update)(grads, tx.init(params), params)
+  np.testing.assert_allclose(updates["retriever"]["w"], 0.1 * updates["reader"]["w"], rtol=1e-6)
+  np.testing.assert_array_equal(updates["frozen"]["w"], 0.0)
+  with pytest.raises(InputError, match="lr_multipliers.retriever"):
+    optim.make_optimizer(learning_rate=1.0, warmup_steps=0, total_steps=10,
+                         lr_multipliers={"retriever": -1})
+
+
 def test_adam_has_no_bias_correction_like_bert():
   tx = optim.make_optimizer(learning_rate=1.0, warmup_steps=0, total_steps=10, weight_decay=0.0,
                             max_grad_norm=1e9)

@@ -80,6 +80,8 @@ MLM_BATCH = BatchSpec("mlm", {
     "input_ids": Field(("batch", "input_len"), "int32",
                        "[CLS] masked sentence [SEP] (BERT stage), or [CLS] question [SEP] "
                        "[MASK]... [SEP] (closed-book)"),
+    "input_types": Field(("batch", "input_len"), "int32",
+                         "segment ids (a second passage = 1); zeros when absent", optional=True),
     "mlm_positions": Field(("batch", "masks"), "int32", "positions to predict"),
     "mlm_targets": Field(("batch", "masks"), "int32", "their ids"),
     "mlm_weights": Field(("batch", "masks"), "float32", "1 for a real slot, 0 for padding"),

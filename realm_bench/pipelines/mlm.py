@@ -1,8 +1,12 @@
 """Masked-LM batches without retrieval (MLM_BATCH): the BERT stage, and closed-book QA.
 
 - `MlmPipeline`: BERT's pre-training on the pre-training text (masked by the task's MASKING,
-  random tokens for the BERT stage). Its encoder warm-starts every reader and the ICT
-  retriever, as BERT-base does in the paper.
+  random tokens for the BERT stage) and, with `corpus_task`, on the knowledge corpus's blocks
+  as `[CLS] title [SEP] body [SEP]` (BERT-base was trained on Wikipedia, the corpus REALM
+  retrieves from). Its encoder warm-starts every reader and the ICT retriever. The blocks
+  matter: a name masked in a body can be read off the title, so the encoder learns to carry
+  a token across segments, which a reader of retrieved blocks needs, and it keeps names
+  apart, which sentences alone (where a masked name cannot be predicted) teach it to blur.
 - `ClosedBookPipeline`: a question followed by `answer_len` [MASK] slots; the model fills in
   the answer's wordpieces and a closing [SEP] from its parameters alone (the paper's T5 rows
   answer from memory too). It can only know what pre-training stated, which is the point of
@@ -24,27 +28,100 @@ from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 @gin.configurable
 @dataclasses.dataclass
 class MlmPipeline(base.Pipeline):
-  pretrain_task: str = "realm_bench.synthetic.pretrain"
+  """Blocks are masked here, BERT's way (`mask_rate` of the wordpieces, at least one, never a
+  special token), freshly at every step from (seed, step): dynamic masking, resumable."""
+  pretrain_task: str | None = "realm_bench.synthetic.pretrain"
+  corpus_task: str | None = None
+  pair_blocks: bool = False
+  article_context: bool = False
   max_masks: int = 10
+  mask_rate: float = 0.15
 
   @property
   def task_name(self):
-    return self.pretrain_task
+    return self.pretrain_task or self.corpus_task
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
     del run_dir, warm_start_params
-    base.check_task_vocabulary(self.pretrain_task, model.vocabulary)
+    if not (self.pretrain_task or self.corpus_task):
+      raise InputError("give a pretrain_task, a corpus_task or both", field="MlmPipeline")
     self.lengths = sequence_lengths
-    self.examples = base.task_examples(self.pretrain_task, "train",
-                                       sequence_lengths.for_queries())
+    self.specials = base.specials_of(model.vocabulary)
+    self.examples, self.input_len = [], 0
+    if self.pretrain_task:
+      base.check_task_vocabulary(self.pretrain_task, model.vocabulary)
+      self.examples = base.task_examples(self.pretrain_task, "train",
+                                         sequence_lengths.for_queries())
+      self.input_len = sequence_lengths.query
+    if self.corpus_task:
+      base.check_task_vocabulary(self.corpus_task, model.vocabulary)
+      self.corpus = base.load_corpus(self.corpus_task, sequence_lengths)
+      self.examples = self.examples + [{"block": row} for row in range(len(self.corpus.ids))]
+      self.input_len = max(self.input_len, sequence_lengths.block)
+      rows_of = {}
+      for row, title in enumerate(self.corpus.titles):
+        rows_of.setdefault(title, []).append(row)
+      self.same_article = [rows_of[t] for t in self.corpus.titles]
+      if self.pair_blocks:
+        self.input_len = 2 * self.corpus.max_body_len + 3
+      if self.article_context:
+        self.input_len = max(self.input_len,
+                             sequence_lengths.query + self.corpus.max_body_len + 1)
 
   def stream(self, *, batch_size, seed):
+    self.seed = seed
     self.num_examples = len(self.examples)
     return base.example_stream(self.examples, batch_size=batch_size, seed=seed)
 
+  def _mask_block(self, ids: np.ndarray, rng: np.random.Generator) -> dict:
+    s = self.specials
+    words = np.flatnonzero((ids > 0) & (ids != s.cls) & (ids != s.sep))
+    count = min(self.max_masks, len(words), max(1, round(self.mask_rate * len(words))))
+    chosen = rng.choice(words, size=count, replace=False)
+    targets = np.zeros_like(ids)
+    targets[chosen] = ids[chosen]
+    inputs = ids.copy()
+    inputs[chosen] = s.mask
+    return {"inputs": inputs, "targets": targets}
+
+  def _block_input(self, row: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """[CLS] title [SEP] body [SEP], or with `pair_blocks` two passages of one article,
+    [CLS] body [SEP] other body [SEP], segments 0 and 1 as a reader's input has them."""
+    if not self.pair_blocks:
+      ids = self.corpus.doc_inputs[row]
+      return ids, np.zeros_like(ids)
+    others = [r for r in self.same_article[row] if r != row] or [row]
+    other = others[int(rng.integers(len(others)))]
+    s = self.specials
+    a = np.concatenate([[s.cls], self.corpus.body_ids[row], [s.sep]])
+    b = np.concatenate([self.corpus.body_ids[other], [s.sep]])
+    return np.concatenate([a, b]).astype(np.int32), np.repeat([0, 1], [len(a), len(b)])
+
   def prepare(self, step, params, raw):
-    del step, params
-    return batching.mlm_batch(raw, input_len=self.lengths.query, max_masks=self.max_masks)
+    del params
+    rng = np.random.default_rng([self.seed, step, 11])
+    examples, types = [], []
+    for e in raw:
+      if "block" in e:
+        ids, segments = self._block_input(e["block"], rng)
+        examples.append(self._mask_block(ids, rng))
+        types.append(segments)
+      elif self.article_context and int(e["block_id"]) in self.corpus.row_of:
+        # A passage of the article about the sentence's subject (any of them), as the
+        # second segment: [CLS] sentence [SEP] body [SEP], REALM's joint input.
+        rows = self.same_article[self.corpus.row_of[int(e["block_id"])]]
+        row = rows[int(rng.integers(len(rows)))]
+        body = np.append(self.corpus.body_ids[row], self.specials.sep)
+        inputs = np.concatenate([e["inputs"], body]).astype(np.int32)
+        examples.append({"inputs": inputs,
+                         "targets": np.concatenate([e["targets"], np.zeros_like(body)])})
+        types.append(np.repeat([0, 1], [len(e["inputs"]), len(body)]))
+      else:
+        examples.append(e)
+        types.append(np.zeros(len(e["inputs"]), np.int32))
+    batch = batching.mlm_batch(examples, input_len=self.input_len, max_masks=self.max_masks)
+    batch["input_types"] = batching.pad_rows(types, self.input_len)
+    return batch
 
 
 @gin.configurable

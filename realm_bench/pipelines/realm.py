@@ -13,6 +13,7 @@ from typing import Callable
 import gin
 import numpy as np
 
+from realm_bench.iteration import HOST_METRICS_KEY
 from realm_bench.pipelines import base, batching
 from realm_bench.retrieval.async_refresh import AsyncRefresher
 from realm_bench.retrieval.embed import Towers
@@ -84,7 +85,15 @@ class RealmPipeline(base.Pipeline):
     exclude = (np.array([e["block_id"] for e in raw]) if self.exclude_source_block
                else np.full(len(raw), -2))
     cands = batching.select_candidates(retrieved, exclude, self.num_candidates - 1)
-    return self._batch(raw, cands)
+    batch = self._batch(raw, cands)
+    if not self.exclude_source_block:
+      # How often the block a sentence restates is among its candidates: the chance the
+      # reader has to use retrieval, and what the retriever's gradient can reward.
+      source = np.array([e["block_id"] for e in raw])
+      found = [(c == b).any() for c, b in zip(cands, source) if b >= 0]
+      if found:
+        batch[HOST_METRICS_KEY] = {"source_block_retrieved": float(np.mean(found))}
+    return batch
 
   def shape_batch(self, raw):
     return self._batch(raw, np.resize(self.corpus.ids, (len(raw), self.num_candidates - 1)))
