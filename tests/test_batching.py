@@ -131,3 +131,28 @@ def test_closed_book_batch_masks_answer_slots_and_decodes_up_to_sep():
   np.testing.assert_array_equal(b["mlm_targets"][0], [15, 16, 3, 0])   # answer, [SEP], unused
   np.testing.assert_array_equal(b["mlm_weights"][0], [1, 1, 1, 0])
   assert pipeline.decode(np.array([15, 16, 3, 9])) == "15 16"
+
+
+def test_restatement_pairs_join_two_sentences_of_one_fact_with_the_second_unmasked():
+  from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
+  examples = [{"inputs": np.array([2, 1, 21, 3]), "targets": np.array([0, 20, 0, 0]),
+               "block_id": 5},
+              {"inputs": np.array([2, 30, 1, 3]), "targets": np.array([0, 0, 20, 0]),
+               "block_id": 5},
+              {"inputs": np.array([2, 1, 41, 3]), "targets": np.array([0, 40, 0, 0]),
+               "block_id": -1}]
+  pipeline = mlm.MlmPipeline(pair_restatements=True, max_masks=2)
+  pipeline.restatements = mlm.restatements_of(examples)
+  assert pipeline.restatements == [[1], [0], []]
+  pipeline.examples, pipeline.input_len, pipeline.seed = examples, 8, 0
+  pipeline.specials = SPECIALS
+  b = pipeline.prepare(0, None, examples)
+  batching.MLM_BATCH.check(b)
+  # The partner sentence follows without its [CLS], its own mask filled in.
+  np.testing.assert_array_equal(b["input_ids"][0], [2, 1, 21, 3, 30, 20, 3, 0])
+  np.testing.assert_array_equal(b["input_types"][0], [0, 0, 0, 0, 1, 1, 1, 0])
+  np.testing.assert_array_equal(b["mlm_positions"][0], [1, 0])
+  np.testing.assert_array_equal(b["mlm_targets"][0], [20, 0])
+  # A sentence with no restatement stays alone.
+  np.testing.assert_array_equal(b["input_ids"][2], [2, 1, 41, 3, 0, 0, 0, 0])
+  np.testing.assert_array_equal(b["input_types"][2], 0)

@@ -1,12 +1,16 @@
 """Masked-LM batches without retrieval (MLM_BATCH): the BERT stage, and closed-book QA.
 
-- `MlmPipeline`: BERT's pre-training on the pre-training text (masked by the task's MASKING,
-  random tokens for the BERT stage) and, with `corpus_task`, on the knowledge corpus's blocks
-  as `[CLS] title [SEP] body [SEP]` (BERT-base was trained on Wikipedia, the corpus REALM
-  retrieves from). Its encoder warm-starts every reader and the ICT retriever. The blocks
-  matter: a name masked in a body can be read off the title, so the encoder learns to carry
-  a token across segments, which a reader of retrieved blocks needs, and it keeps names
-  apart, which sentences alone (where a masked name cannot be predicted) teach it to blur.
+- `MlmPipeline`: BERT's pre-training on the pre-training text (masked by the task's MASKING)
+  and, with `corpus_task`, on the knowledge corpus's blocks as `[CLS] title [SEP] body [SEP]`
+  (BERT-base was trained on Wikipedia, the corpus REALM retrieves from). Its encoder
+  warm-starts every reader and the ICT retriever. The blocks matter: a name masked in a body
+  can be read off the title, so the encoder learns to carry a token across segments, which a
+  reader of retrieved blocks needs, and it keeps names apart, which sentences alone (where a
+  masked name cannot be predicted) teach it to blur. With `pair_restatements` each sentence
+  is a short document with another sentence stating the same fact (segment 1), as BERT's
+  inputs are multi-sentence documents: with salient-span masking the encoder learns to fill
+  an entity in from the other segment, and a reader warm-started from it reads retrieved
+  blocks from REALM's first steps (results/EXPERIMENTS.md, E34-E35).
 - `ClosedBookPipeline`: a question followed by `answer_len` [MASK] slots; the model fills in
   the answer's wordpieces and a closing [SEP] from its parameters alone (the paper's T5 rows
   answer from memory too). It can only know what pre-training stated, which is the point of
@@ -25,6 +29,17 @@ from realm_bench.tasks.metrics import to_text
 from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 
 
+def restatements_of(examples: list[dict]) -> list[list[int]]:
+  """For each sentence, the other sentences stating its fact (those of one source block);
+  numbers the examples (`index`) so a batch can find them."""
+  by_block: dict[int, list[int]] = {}
+  for i, e in enumerate(examples):
+    e["index"] = i
+    by_block.setdefault(int(e["block_id"]), []).append(i)
+  return [[j for j in by_block[int(e["block_id"])] if j != i] if int(e["block_id"]) >= 0
+          else [] for i, e in enumerate(examples)]
+
+
 @gin.configurable
 @dataclasses.dataclass
 class MlmPipeline(base.Pipeline):
@@ -32,8 +47,7 @@ class MlmPipeline(base.Pipeline):
   special token), freshly at every step from (seed, step): dynamic masking, resumable."""
   pretrain_task: str | None = "realm_bench.synthetic.pretrain"
   corpus_task: str | None = None
-  pair_blocks: bool = False
-  article_context: bool = False
+  pair_restatements: bool = False
   max_masks: int = 10
   mask_rate: float = 0.15
 
@@ -53,20 +67,14 @@ class MlmPipeline(base.Pipeline):
       self.examples = base.task_examples(self.pretrain_task, "train",
                                          sequence_lengths.for_queries())
       self.input_len = sequence_lengths.query
+    if self.pair_restatements:
+      self.restatements = restatements_of(self.examples)
+      self.input_len = 2 * sequence_lengths.query
     if self.corpus_task:
       base.check_task_vocabulary(self.corpus_task, model.vocabulary)
       self.corpus = base.load_corpus(self.corpus_task, sequence_lengths)
       self.examples = self.examples + [{"block": row} for row in range(len(self.corpus.ids))]
       self.input_len = max(self.input_len, sequence_lengths.block)
-      rows_of = {}
-      for row, title in enumerate(self.corpus.titles):
-        rows_of.setdefault(title, []).append(row)
-      self.same_article = [rows_of[t] for t in self.corpus.titles]
-      if self.pair_blocks:
-        self.input_len = 2 * self.corpus.max_body_len + 3
-      if self.article_context:
-        self.input_len = max(self.input_len,
-                             sequence_lengths.query + self.corpus.max_body_len + 1)
 
   def stream(self, *, batch_size, seed):
     self.seed = seed
@@ -84,38 +92,24 @@ class MlmPipeline(base.Pipeline):
     inputs[chosen] = s.mask
     return {"inputs": inputs, "targets": targets}
 
-  def _block_input(self, row: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """[CLS] title [SEP] body [SEP], or with `pair_blocks` two passages of one article,
-    [CLS] body [SEP] other body [SEP], segments 0 and 1 as a reader's input has them."""
-    if not self.pair_blocks:
-      ids = self.corpus.doc_inputs[row]
-      return ids, np.zeros_like(ids)
-    others = [r for r in self.same_article[row] if r != row] or [row]
-    other = others[int(rng.integers(len(others)))]
-    s = self.specials
-    a = np.concatenate([[s.cls], self.corpus.body_ids[row], [s.sep]])
-    b = np.concatenate([self.corpus.body_ids[other], [s.sep]])
-    return np.concatenate([a, b]).astype(np.int32), np.repeat([0, 1], [len(a), len(b)])
-
   def prepare(self, step, params, raw):
     del params
     rng = np.random.default_rng([self.seed, step, 11])
     examples, types = [], []
     for e in raw:
       if "block" in e:
-        ids, segments = self._block_input(e["block"], rng)
+        ids = self.corpus.doc_inputs[e["block"]]
         examples.append(self._mask_block(ids, rng))
-        types.append(segments)
-      elif self.article_context and int(e["block_id"]) in self.corpus.row_of:
-        # A passage of the article about the sentence's subject (any of them), as the
-        # second segment: [CLS] sentence [SEP] body [SEP], REALM's joint input.
-        rows = self.same_article[self.corpus.row_of[int(e["block_id"])]]
-        row = rows[int(rng.integers(len(rows)))]
-        body = np.append(self.corpus.body_ids[row], self.specials.sep)
-        inputs = np.concatenate([e["inputs"], body]).astype(np.int32)
+        types.append(np.zeros_like(ids))
+      elif self.pair_restatements and self.restatements[e["index"]]:
+        others = self.restatements[e["index"]]
+        other = self.examples[others[int(rng.integers(len(others)))]]
+        second = np.asarray(other["inputs"])[1:]   # without its [CLS]
+        second = np.where(second == self.specials.mask, np.asarray(other["targets"])[1:], second)
+        inputs = np.concatenate([e["inputs"], second]).astype(np.int32)
         examples.append({"inputs": inputs,
-                         "targets": np.concatenate([e["targets"], np.zeros_like(body)])})
-        types.append(np.repeat([0, 1], [len(e["inputs"]), len(body)]))
+                         "targets": np.concatenate([e["targets"], np.zeros_like(second)])})
+        types.append(np.repeat([0, 1], [len(e["inputs"]), len(second)]))
       else:
         examples.append(e)
         types.append(np.zeros(len(e["inputs"]), np.int32))
