@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Callable
 
+from realm_bench import tf_runtime
 from realm_bench.errors import InputError
-from realm_bench.gin_utils import parse_gin, run_entry, split_gin_args
+from realm_bench.gin_utils import (parse_gin, refuse_unread_macros, run_entry, split_gin_args,
+                                   split_search_paths)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tf_runtime.quiet_logs()   # before anything imports TensorFlow
 
 
 # ------------------------------------------------------------------------------------------
@@ -28,13 +29,27 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def _gin_args(p: argparse.ArgumentParser) -> None:
   p.add_argument("--gin_file", action="append", default=[],
-                 help="gin file (repeatable); looked up here, then in the shipped gin/ folder")
-  p.epilog = "Any --gin.KEY=VALUE argument is a gin binding applied after the gin files."
+                 help="gin file (repeatable); looked up in the working directory, then in "
+                      "the --gin_search_paths, then in the shipped gin/ folder")
+  p.add_argument("--gin_bindings", action="append", default=[],
+                 help="a gin binding such as 'NUM_STEPS = 100' (repeatable), applied after "
+                      "the gin files, as in t5x")
+  p.add_argument("--gin_search_paths", action="append", default=[],
+                 help="comma-separated folders where --gin_file and `include` look for gin "
+                      "files (repeatable)")
+  p.epilog = ("Any --gin.KEY=VALUE argument is a gin binding applied after the gin files and "
+              "--gin_bindings. A macro set on the command line or in your own gin file that "
+              "nothing reads is an error.")
+
+
+def _gin_sources(args) -> dict:
+  """The keyword arguments of run_entry / parse_gin that the gin flags give."""
+  return {"search_paths": split_search_paths(getattr(args, "gin_search_paths", []))}
 
 
 def _runs_arg(p: argparse.ArgumentParser) -> None:
   p.add_argument("--runs", default="results/runs",
-                 help="folder searched recursively for record.json files (default: %(default)s)")
+                 help="folder searched recursively for record.json files")
 
 
 def _world_args(p):
@@ -52,7 +67,7 @@ def _vocab_args(p):
 
 def _tasks_args(p):
   p.add_argument("name", nargs="?", help="task to show; lists all tasks when omitted")
-  p.add_argument("--split", default="validation")
+  p.add_argument("--split", default="validation", help="split to show examples of")
   p.add_argument("--num", type=int, default=3, help="examples to print")
   _gin_args(p)
 
@@ -63,13 +78,14 @@ def _score_args(p):
   p.add_argument("--regex", action="store_true",
                  help="answers are regular expressions matched at the prediction's start "
                       "(CuratedTREC)")
-  p.add_argument("--per-example", dest="per_example", help="write a per-question JSONL here")
+  p.add_argument("--per_example", "--per-example", dest="per_example",
+                 help="write a per-question JSONL here")
 
 
 def _tables_args(p):
   _runs_arg(p)
   p.add_argument("--format", default="md", help="comma-separated: md,csv,tex,html")
-  p.add_argument("--out", default="results/tables", help="output folder (default: %(default)s)")
+  p.add_argument("--out", default="results/tables", help="output folder")
 
 
 def _check_args(p):
@@ -79,7 +95,7 @@ def _check_args(p):
 
 def _sweep_args(p):
   p.add_argument("--out", default="results/runs/staleness",
-                 help="folder for the world, vocabulary and runs (default: %(default)s)")
+                 help="folder for the world, vocabulary and runs")
   p.add_argument("--values", help="comma-separated refresh intervals in steps, e.g. 1,3,10,30 "
                                   "(default: SweepConfig.values of the gin files)")
   _gin_args(p)
@@ -87,7 +103,7 @@ def _sweep_args(p):
 
 def _quickstart_args(p):
   p.add_argument("--out", default="results/runs/quickstart",
-                 help="folder for the world, vocabulary and runs (default: %(default)s)")
+                 help="folder for the world, vocabulary and runs")
   _gin_args(p)
 
 
@@ -106,13 +122,14 @@ def _stage_configs(run_file, args, bindings):
   import gin  # pylint: disable=g-import-not-at-top
   from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
-  parse_gin([run_file, *args.gin_file], bindings)
+  stages = parse_gin([run_file, *args.gin_file], bindings, **_gin_sources(args))
   config = quickstart_lib.QuickstartConfig()
   extra = gin.get_configurable("realm_bench.sweep.SweepConfig")() if "sweep" in run_file \
       else None
-  parse_gin([config.world_gin, *args.gin_file], bindings)
+  world = parse_gin([config.world_gin, *args.gin_file], bindings, **_gin_sources(args))
   world_config = world_lib.WorldConfig()
   gin.clear_config()
+  refuse_unread_macros([stages, world], bindings)
   return config, world_config, extra
 
 
@@ -125,9 +142,11 @@ def quickstart(args, bindings) -> int:
 
 def sweep(args, bindings) -> int:
   from realm_bench import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+  # An empty `--values=` is refused, not read as "the default sweep".
+  values = None if args.values is None else sweep_lib.parse_values(args.values)
   stages, world_config, config = _stage_configs("runs/sweep.gin", args, bindings)
-  if args.values is not None:
-    config = dataclasses.replace(config, values=sweep_lib.parse_values(args.values))
+  if values is not None:
+    config = dataclasses.replace(config, values=values)
   sweep_lib.run(out_dir=args.out, sweep=config, stages=stages, world_config=world_config)
   return 0
 
@@ -136,7 +155,7 @@ def train(args, bindings) -> int:
   from realm_bench import train as train_lib  # pylint: disable=g-import-not-at-top
   from realm_bench.trainer import TrainingDiverged  # pylint: disable=g-import-not-at-top
   try:
-    record = run_entry(train_lib.train, args.gin_file, bindings)
+    record = run_entry(train_lib.train, args.gin_file, bindings, **_gin_sources(args))
   except TrainingDiverged as e:
     print(f"realm-bench train: {e}", file=sys.stderr)
     return 3
@@ -147,31 +166,33 @@ def train(args, bindings) -> int:
 
 def evaluate(args, bindings) -> int:
   from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  print(json.dumps(run_entry(eval_lib.evaluate, args.gin_file, bindings)))
+  print(json.dumps(run_entry(eval_lib.evaluate, args.gin_file, bindings,
+                             **_gin_sources(args))))
   return 0
 
 
 def recall(args, bindings) -> int:
   from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  print(json.dumps(run_entry(eval_lib.evaluate_retrieval, args.gin_file, bindings)))
+  print(json.dumps(run_entry(eval_lib.evaluate_retrieval, args.gin_file, bindings,
+                             **_gin_sources(args))))
   return 0
 
 
 def index(args, bindings) -> int:
   from realm_bench import indexing  # pylint: disable=g-import-not-at-top
-  run_entry(indexing.index, args.gin_file, bindings)
+  run_entry(indexing.index, args.gin_file, bindings, **_gin_sources(args))
   return 0
 
 
 def infer(args, bindings) -> int:
   from realm_bench import infer as infer_lib  # pylint: disable=g-import-not-at-top
-  print(run_entry(infer_lib.infer, args.gin_file, bindings))
+  print(run_entry(infer_lib.infer, args.gin_file, bindings, **_gin_sources(args)))
   return 0
 
 
 def world(args, bindings) -> int:
   from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
-  parse_gin(args.gin_file or ["world/default.gin"], bindings)
+  parse_gin(args.gin_file or ["world/default.gin"], bindings, strict=True, **_gin_sources(args))
   manifest = world_lib.generate(out_dir=args.out, config=world_lib.WorldConfig())
   print(world_lib.summary(manifest, args.out))
   return 0
@@ -198,7 +219,8 @@ def vocab(args, bindings) -> int:
 def tasks(args, bindings) -> int:
   import gin  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import data, show  # pylint: disable=g-import-not-at-top
-  parse_gin([show.DEFAULT_GIN_FILE, *args.gin_file], bindings)
+  parse_gin([show.DEFAULT_GIN_FILE, *args.gin_file], bindings, strict=True,
+            **_gin_sources(args))
   if args.name is None:
     print(show.listing())
     return 0
@@ -260,11 +282,38 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
 }
 
 
+class _HelpWithDefaults(argparse.HelpFormatter):
+  """Every option's help ends with its default (or says it is required / off)."""
+
+  def _get_help_string(self, action):
+    text = action.help or ""
+    if "default" in text or action.default is argparse.SUPPRESS or not action.option_strings:
+      return text
+    if action.required:
+      return f"{text} (required)"
+    if isinstance(action, argparse._StoreTrueAction):  # pylint: disable=protected-access
+      return f"{text} (default: off)"
+    if action.default in (None, []):
+      return f"{text} (default: none)"
+    return f"{text} (default: %(default)s)"
+
+
+def version() -> str:
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  try:
+    return metadata.version("realm-bench")
+  except metadata.PackageNotFoundError:
+    return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="realm-bench", description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog="realm-bench", description=__doc__.splitlines()[0],
+                                   formatter_class=_HelpWithDefaults)
+  parser.add_argument("--version", action="version", version=f"realm-bench {version()}")
   sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
   for name, (help_text, add_arguments, _) in COMMANDS.items():
-    p = sub.add_parser(name, help=help_text, description=help_text)
+    p = sub.add_parser(name, help=help_text, description=help_text,
+                       formatter_class=_HelpWithDefaults)
     add_arguments(p)
   return parser
 
@@ -272,11 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   try:
-    rest, bindings = split_gin_args(argv)
+    rest, flag_bindings = split_gin_args(argv)
     args = build_parser().parse_args(rest)
+    bindings = [*getattr(args, "gin_bindings", []), *flag_bindings]
     return int(COMMANDS[args.command][2](args, bindings) or 0)
   except InputError as e:
-    print(f"realm-bench {argv[0] if argv else ''}: error: {e}", file=sys.stderr)
+    print(f"realm-bench {argv[0] if argv else ''}: error: {e.message}", file=sys.stderr)
     return 2
 
 

@@ -1,30 +1,42 @@
-"""`--gin_file` / `--gin.KEY=VALUE` handling in the t5x manner.
+"""`--gin_file` / `--gin_bindings` / `--gin.KEY=VALUE` / `--gin_search_paths`, as in t5x.
 
-Gin files are looked up relative to the working directory first and then inside the
-installed `realm_bench.gin` package, so `--gin_file=runs/pretrain.gin` works from anywhere.
+Gin files are looked up relative to the working directory, then in each `--gin_search_paths`
+folder, then in the shipped gin folder, so `--gin_file=runs/pretrain.gin` works from anywhere
+and a user's own folder of files that `include` each other works once it is a search path.
 Parse errors are re-raised as InputError naming the file (or the command-line binding).
+
+Strictness (`strict=True`, what the command line uses): gin accepts any macro, so a misspelt
+`--gin.NUM_STEP=5` would silently train the default NUM_STEPS. A macro set on the command line
+or in a user's own file that no binding of the parsed config reads is refused, naming it and
+the closest macro that is read. Shipped files are exempt: overlays such as `sizes/tiny.gin`
+set macros for several kinds of run at once.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import inspect
+import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import gin
 
+from realm_bench import resources
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_text
 
 GIN_FLAG = "--gin."
+# A macro definition at the top level of a gin file: `NAME = ...` or `scope/NAME = ...`
+# (a name without a dot; `a.b = ...` binds a parameter, and block bodies are indented).
+_MACRO_LINE = re.compile(r"^([A-Za-z_][\w/]*)\s*=(?!=)")
+_GIN_ERRORS = (ValueError, ImportError, SyntaxError, KeyError, OSError)
 
 
 def gin_dir() -> Path:
   """The shipped gin folder: `gin/` of a source checkout, or `realm_bench/gin` in a wheel."""
-  package = Path(__file__).resolve().parent
-  for candidate in (package.parent / "gin", package / "gin"):
-    if candidate.is_dir():
-      return candidate
-  raise FileNotFoundError(f"no gin folder beside {package}")
+  return resources.shipped_folder("gin")
 
 
 def split_gin_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -41,12 +53,17 @@ def split_gin_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
   return rest, bindings
 
 
-def resolve_gin_file(name: str) -> str:
-  for candidate in (Path(name), gin_dir() / name):
+def split_search_paths(values: Iterable[str]) -> list[str]:
+  """t5x's `--gin_search_paths` is a comma-separated list; here it may also be repeated."""
+  return [p for value in values for p in value.split(",") if p.strip()]
+
+
+def resolve_gin_file(name: str, search_paths: Sequence[str] = ()) -> str:
+  for candidate in (Path(name), *(Path(p) / name for p in search_paths), gin_dir() / name):
     if candidate.is_file():
       return str(candidate.resolve())  # absolute: gin tries its search path first
-  raise InputError(f"gin file not found (looked in the working directory and {gin_dir()})",
-                   path=name)
+  where = ", ".join(["the working directory", *search_paths, str(gin_dir())])
+  raise InputError(f"gin file not found (looked in {where})", path=name)
 
 
 def _required_macros_unset() -> list[str]:
@@ -59,38 +76,121 @@ def _required_macros_unset() -> list[str]:
   return sorted(missing)
 
 
+def _read_macros() -> frozenset[str]:
+  """Macros that some binding of the current config refers to (`%NAME`)."""
+  refs = gin.config.iterate_references(gin.config._CONFIG)  # pylint: disable=protected-access
+  return frozenset(r.scoped_selector[:-len("/gin.macro")] for r in refs
+                   if r.selector == "gin.macro")
+
+
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+  """What one parse_gin call read: every file (includes too, resolved) and the read macros."""
+  files: tuple[Path, ...]
+  read: frozenset[str]
+
+
+def _included_files(result, prefixes: Sequence[str]) -> list[Path]:
+  """The files a gin parse result includes, found the way gin finds them (its prefixes)."""
+  out = []
+  for included in result.includes:
+    name = included.filename
+    for prefix in ([""] if os.path.isabs(name) else prefixes):
+      if os.path.isfile(os.path.join(prefix, name)):
+        out.append(Path(os.path.join(prefix, name)).resolve())
+        break
+    out += _included_files(included, prefixes)
+  return out
+
+
+def _hint(name: str, known: Iterable[str]) -> str:
+  close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+  return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _binding_error(binding: str, error: Exception) -> InputError:
+  """gin's message, plus the closest configurable or parameter name for a misspelt one."""
+  message = str(error).split("\n")[0]
+  hint = ""
+  context = gin.config._parse_context()  # pylint: disable=protected-access
+  if m := re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", message):
+    configurable = context.get_configurable(m.group(1))
+    if configurable is not None:
+      hint = _hint(m.group(2), inspect.signature(configurable.wrapped).parameters)
+  elif m := re.search(r"No configurable matching '([\w.]+)'", message):
+    selectors = gin.config._REGISTRY._selector_map  # pylint: disable=protected-access
+    known = {".".join(s.split(".")[-n:]) for s in selectors for n in (1, 2)}
+    hint = _hint(m.group(1), known)
+  return InputError(f"cannot apply gin binding {binding!r}: {message}{hint}")
+
+
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str] = (), *,
-              finalize: bool = False) -> None:
+              search_paths: Sequence[str] = (), finalize: bool = False,
+              strict: bool = False) -> Parsed:
   """Parses files then bindings, so command-line bindings win, as in t5x.
 
   The config is not locked by default: modules are imported lazily (so `--help` and small
   commands stay fast), and a locked config refuses configurables registered after it.
+  `strict` refuses macros of the bindings and the user's files that nothing reads.
   """
   gin.clear_config()
   prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
-  if str(gin_dir()) not in prefixes:
-    # First, so `include 'models/ict.gin'` finds the shipped file without gin logging a failed
-    # look-up in the working directory; --gin_file paths are resolved above, cwd first.
-    prefixes.insert(0, str(gin_dir()))
+  # `include 'models/ict.gin'` looks in the user's search paths, then the shipped folder, then
+  # the working directory; set afresh each time so one command's paths do not leak into the
+  # next parse of the same process.
+  prefixes[:] = [*(str(Path(p).resolve()) for p in search_paths), str(gin_dir()), ""]
+  files = []
   for name in gin_files:
-    path = resolve_gin_file(name)
+    path = resolve_gin_file(name, search_paths)
     try:
-      gin.parse_config_file(path)
-    except (ValueError, ImportError, SyntaxError, KeyError) as e:
+      result = gin.parse_config_file(path)
+    except _GIN_ERRORS as e:
       raise InputError(f"cannot parse gin config: {e}", path=path) from None
+    files += [Path(path), *_included_files(result, prefixes)]
   for binding in bindings:
     try:
       gin.parse_config(binding)
-    except (ValueError, ImportError, SyntaxError, KeyError) as e:
-      raise InputError(f"cannot apply --gin binding {binding!r}: {e}") from None
+    except _GIN_ERRORS as e:
+      raise _binding_error(binding, e) from None
+  parsed = Parsed(files=tuple(files), read=_read_macros())
+  if strict:
+    refuse_unread_macros([parsed], bindings)
   missing = _required_macros_unset()
   if missing:
-    files = ", ".join(gin_files) or "(no gin files)"
+    names = ", ".join(gin_files) or "(no gin files)"
     raise InputError(
         f"REQUIRED macro(s) not set: {', '.join(missing)}; set them in a gin file or with "
-        f"--gin.NAME=VALUE (files parsed: {files})")
+        f"--gin.NAME=VALUE (files parsed: {names})")
   if finalize:
     gin.finalize()
+  return parsed
+
+
+def _user_macros(files: Iterable[Path], bindings: Sequence[str]):
+  """(macro, file or None, line or None, binding text) the user set: in their own files
+  (those outside the shipped gin folder) and in command-line bindings."""
+  shipped = gin_dir().resolve()
+  for path in dict.fromkeys(files):   # once each, in parse order
+    if path.is_relative_to(shipped):
+      continue
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+      if m := _MACRO_LINE.match(line):
+        yield m.group(1), path, lineno, line.strip()
+  for binding in bindings:
+    for line in binding.splitlines():
+      if m := _MACRO_LINE.match(line.strip()):
+        yield m.group(1), None, None, line.strip()
+
+
+def refuse_unread_macros(parses: Sequence[Parsed], bindings: Sequence[str]) -> None:
+  """InputError for the first user-set macro that no parse in `parses` reads."""
+  read = frozenset().union(*(p.read for p in parses))
+  files = [f for p in parses for f in p.files]
+  for name, path, line, text in _user_macros(files, bindings):
+    if name not in read:
+      where = "" if path else f"binding {text!r}: "
+      raise InputError(f"{where}no configurable reads the macro {name} in this run"
+                       f"{_hint(name, read)}", path=path, line=line)
 
 
 def write_config(run_dir, name: str = "config.gin") -> Path:
@@ -117,9 +217,10 @@ def required_macros_in(path) -> list[str]:
   return re.findall(r"^(\w+)\s*=\s*%gin\.REQUIRED", text, flags=re.M)
 
 
-def run_entry(fn, gin_files: Sequence[str], bindings: Sequence[str]):
-  """Parses the config, then calls the gin-configured keyword-only entry function `fn`."""
+def run_entry(fn, gin_files: Sequence[str], bindings: Sequence[str], *,
+              search_paths: Sequence[str] = ()):
+  """Parses the config strictly, then calls the gin-configured keyword-only entry `fn`."""
   if not gin_files:
     raise InputError("at least one --gin_file is required")
-  parse_gin(gin_files, bindings)
+  parse_gin(gin_files, bindings, search_paths=search_paths, strict=True)
   return gin.get_configurable(fn)()

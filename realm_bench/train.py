@@ -14,6 +14,7 @@ data position.
 from __future__ import annotations
 
 import datetime
+import shutil
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -21,14 +22,14 @@ from typing import Mapping, Sequence
 import gin
 import jax
 
-from realm_bench import checkpoints, gin_utils, models, optim
+from realm_bench import checkpoints, gin_utils, models, optim, validate
 from realm_bench.iteration import StopAtStep
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
 from realm_bench.partitioning import Partitioner
 from realm_bench.pipelines.base import Pipeline
-from realm_bench.reporting.records import (RECORD_NAME, RunRecord, git_commit, hardware_info,
-                                           read_record, write_record)
+from realm_bench.reporting.records import (RECORD_NAME, SCALES, RunRecord, git_commit,
+                                           hardware_info, read_record, write_record)
 from realm_bench.tasks.data import SequenceLengths
 from realm_bench.trainer import Trainer, restore_hooks, restore_or_initialize, train_loop
 
@@ -50,6 +51,42 @@ def record_id(run_dir) -> str | None:
   return read_record(path).run_id if path.exists() else None
 
 
+def check_arguments(*, run_dir, num_steps, batch_size, learning_rate, experiment, scale,
+                    warmup_steps, weight_decay, checkpoint_every, log_every, keep_checkpoints,
+                    seed, stop_at_step) -> None:
+  """Types and ranges of `train`'s scalar arguments, in the order a reader meets them, so
+  BATCH_SIZE=-4 is reported as the batch size even when WARMUP_STEPS is out of range too."""
+  validate.text("train", "run_dir", str(run_dir) if run_dir is not None else None)
+  validate.whole("train", "num_steps", num_steps, minimum=1)
+  validate.whole("train", "batch_size", batch_size, minimum=1)
+  validate.number("train", "learning_rate", learning_rate, minimum=0)
+  validate.text("train", "experiment", experiment)
+  validate.text("train", "scale", scale, choices=SCALES)
+  validate.whole("train", "warmup_steps", warmup_steps, minimum=0, maximum=num_steps)
+  validate.number("train", "weight_decay", weight_decay, minimum=0)
+  validate.whole("train", "checkpoint_every", checkpoint_every, minimum=1)
+  validate.whole("train", "log_every", log_every, minimum=1)
+  validate.whole("train", "keep_checkpoints", keep_checkpoints, minimum=1)
+  validate.whole("train", "seed", seed, minimum=0)
+  validate.whole("train", "stop_at_step", stop_at_step, minimum=1, optional=True)
+
+
+def _first_missing(path: Path) -> Path | None:
+  """The outermost folder of `path` that does not exist yet (None when `path` exists)."""
+  missing = None
+  for folder in (path, *path.parents):
+    if folder.exists():
+      break
+    missing = folder
+  return missing
+
+
+def _abandon(created: Path | None) -> None:
+  """Removes the folders a run that failed during set-up created (none, when resuming)."""
+  if created is not None:
+    shutil.rmtree(created, ignore_errors=True)
+
+
 def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
           batch_size: int, learning_rate: float, sequence_lengths: SequenceLengths,
           experiment: str, scale: str = "synthetic", warmup_steps: int = 0,
@@ -69,39 +106,60 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   process early (after checkpointing), as a preemption would: the schedule still runs to
   `num_steps`, and rerunning the command resumes.
   """
+  check_arguments(run_dir=run_dir, num_steps=num_steps, batch_size=batch_size,
+                  learning_rate=learning_rate, experiment=experiment, scale=scale,
+                  warmup_steps=warmup_steps, weight_decay=weight_decay,
+                  checkpoint_every=checkpoint_every, log_every=log_every,
+                  keep_checkpoints=keep_checkpoints, seed=seed, stop_at_step=stop_at_step)
   run_dir = Path(run_dir)
+  created = _first_missing(run_dir)
   run_dir.mkdir(parents=True, exist_ok=True)
-  gin_utils.write_config(run_dir)
   started, clock = _now(), time.perf_counter()
 
+  # Set-up: warm starts, the pipeline, the first batch, the restored or fresh state. Only once
+  # it has succeeded does the folder get its config.gin; a new folder that failed here is
+  # removed, so a typo never leaves a run folder that looks like a started run.
   sources = [(Path(run), dict(subtrees)) for run, subtrees in warm_starts if run]
-  loaded = [(run, checkpoints.load_params(run / "checkpoints"), subtrees)
-            for run, subtrees in sources]
-  warm_params = None
-  if loaded:   # what the pipeline builds a frozen index from: the retriever's source
-    warm_params = next((p for _, p, m in loaded if "retriever" in m), loaded[0][1])
-  pipeline.setup(model=model, run_dir=run_dir, sequence_lengths=sequence_lengths,
-                 warm_start_params=warm_params)
+  manager = None
+  try:
+    loaded = [(run, checkpoints.load_params(run / "checkpoints"), subtrees)
+              for run, subtrees in sources]
+    warm_params = None
+    if loaded:   # what the pipeline builds a frozen index from: the retriever's source
+      warm_params = next((p for _, p, m in loaded if "retriever" in m), loaded[0][1])
+    pipeline.setup(model=model, run_dir=run_dir, sequence_lengths=sequence_lengths,
+                   warm_start_params=warm_params)
+  except BaseException:
+    _abandon(created)
+    raise
   try:   # the pipeline may have started an index builder: stop it however this ends
-    batches = pipeline.stream(batch_size=batch_size, seed=seed)
-    optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
-                                     total_steps=num_steps, weight_decay=weight_decay,
-                                     lr_multipliers=lr_multipliers)
-    trainer = Trainer(model, optimizer, partitioner, dropout_seed=seed)
-    manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
-    hooks = pipeline.hooks() + ([] if stop_at_step is None else [StopAtStep(stop_at_step)])
-    rng = jax.random.PRNGKey(seed)
-    state, start_step, extra = restore_or_initialize(
-        trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
-        init_batch=pipeline.shape_batch(batches.peek()))
-    if start_step == 0 and loaded:
-      started_params = jax.device_get(state.params)
-      for run, params, subtrees in loaded:
-        started_params = models.warm_start(started_params, params, subtrees, where=str(run))
-      state = state.replace(params=jax.tree.map(
-          lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
-    if start_step > 0:
-      restore_hooks(hooks, extra, state.params, start_step)
+    try:
+      batches = pipeline.stream(batch_size=batch_size, seed=seed)
+      optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
+                                       total_steps=num_steps, weight_decay=weight_decay,
+                                       lr_multipliers=lr_multipliers)
+      trainer = Trainer(model, optimizer, partitioner, dropout_seed=seed)
+      manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
+      hooks = pipeline.hooks() + ([] if stop_at_step is None else [StopAtStep(stop_at_step)])
+      rng = jax.random.PRNGKey(seed)
+      state, start_step, extra = restore_or_initialize(
+          trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
+          init_batch=pipeline.shape_batch(batches.peek()))
+      if start_step == 0 and loaded:
+        started_params = jax.device_get(state.params)
+        for run, params, subtrees in loaded:
+          started_params = models.warm_start(started_params, params, subtrees, where=str(run))
+        state = state.replace(params=jax.tree.map(
+            lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
+      if start_step > 0:
+        restore_hooks(hooks, extra, state.params, start_step)
+    except BaseException:
+      if manager is not None:
+        manager.close()
+      pipeline.close()
+      _abandon(created)
+      raise
+    gin_utils.write_config(run_dir)
 
     writer = MetricsWriter(run_dir)
     try:

@@ -54,9 +54,9 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import gin
 import seqio
-import tensorflow as tf
 
 from realm_bench.errors import InputError
+from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 from realm_bench.io_utils import read_jsonl
 
 OPEN_QA_FOLDERS = ("nq", "wq", "trec")

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import gin
 import seqio
-import tensorflow as tf
 
 from realm_bench.errors import InputError
+from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 from realm_bench.tasks import data
 
 MASKING_STRATEGIES = ("salient_span", "random_token", "random_span")

@@ -8,9 +8,9 @@ BLOCK_LEN and MASKING can be set with --gin.NAME=VALUE alone.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from realm_bench.errors import InputError
+from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 
 DEFAULT_GIN_FILE = "tasks.gin"
 

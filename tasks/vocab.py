@@ -26,9 +26,9 @@ from typing import Iterable, Sequence
 import gin
 import numpy as np
 import seqio
-import tensorflow as tf
 
 from realm_bench.errors import InputError
+from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 from realm_bench.io_utils import atomic_write_text
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"

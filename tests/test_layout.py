@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Source folder -> package, as pyproject.toml maps them.
 PACKAGES = {ROOT / "realm_bench": "realm_bench", ROOT / "tasks": "realm_bench.tasks"}
 MAX_LINES = 500
-# Modules every layer may use: errors, atomic files, the loop/pipeline contract.
-BASE = ("realm_bench.errors", "realm_bench.io_utils", "realm_bench.iteration")
+# Modules every layer may use: errors, atomic files, the loop/pipeline contract, the shipped
+# data folders, TensorFlow kept off the accelerators.
+BASE = ("realm_bench.errors", "realm_bench.io_utils", "realm_bench.iteration",
+        "realm_bench.resources", "realm_bench.tf_runtime")
 ENTRY = ("realm_bench.train", "realm_bench.eval", "realm_bench.infer", "realm_bench.indexing",
          "realm_bench.quickstart", "realm_bench.sweep", "realm_bench.cli", "realm_bench.score")
 
@@ -98,3 +100,16 @@ def test_no_library_module_is_oversized():
          if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
          and m != "realm_bench.tasks.world_text"}   # data: templates and word lists
   assert big == {}
+
+
+def test_tensorflow_is_imported_only_through_tf_runtime():
+  """`from realm_bench.tf_runtime import tf` hides the GPUs from TensorFlow; a plain
+  `import tensorflow` elsewhere would let it claim their memory before JAX."""
+  direct = []
+  for module, path in MODULES.items():
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+               else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+      if any(n == "tensorflow" or n.startswith("tensorflow.") for n in names):
+        direct.append(module)
+  assert set(direct) <= {"realm_bench.tf_runtime"}
