@@ -52,6 +52,14 @@ def _runs_arg(p: argparse.ArgumentParser) -> None:
                  help="folder searched recursively for record.json files")
 
 
+def _resources_args(p: argparse.ArgumentParser) -> None:
+  p.add_argument("--specs", default=None,
+                 help="folder of table spec YAML files (default: the shipped results/specs)")
+  p.add_argument("--reported", default=None,
+                 help="YAML file of reported numbers (default: the shipped "
+                      "results/reported/realm_2020.yaml)")
+
+
 def _world_args(p):
   p.add_argument("--out", required=True, help="folder to write the synthetic world into")
   _gin_args(p)
@@ -86,11 +94,21 @@ def _tables_args(p):
   _runs_arg(p)
   p.add_argument("--format", default="md", help="comma-separated: md,csv,tex,html")
   p.add_argument("--out", default="results/tables", help="output folder")
+  _resources_args(p)
 
 
 def _check_args(p):
   _runs_arg(p)
   p.add_argument("--strict", action="store_true", help="MISSING cells fail too")
+  p.add_argument("--format", default="text", choices=("text", "json", "junit"),
+                 help="text (a table), json (one object per verdict) or junit (JUnit XML, one "
+                      "test case per cell and claim, for CI); json and junit go to stdout, "
+                      "the summary line to stderr")
+  p.add_argument("--spec", action="append", default=[],
+                 help="check only this table spec id, e.g. table2 (repeatable)")
+  p.add_argument("--verbose", action="store_true",
+                 help="list MISSING rows one by one instead of counting them")
+  _resources_args(p)
 
 
 def _sweep_args(p):
@@ -240,21 +258,40 @@ def score(args, bindings) -> int:
   return 0
 
 
+def _resources(args) -> dict:
+  """--specs / --reported, when given (the loaders default to the shipped files)."""
+  out = {}
+  if args.specs is not None:
+    out["specs_dir"] = args.specs
+  if args.reported is not None:
+    out["reported_path"] = args.reported
+  return out
+
+
 def tables(args, bindings) -> int:
   from realm_bench.reporting import render  # pylint: disable=g-import-not-at-top
   _no_bindings("tables", bindings)
   written = render.render_tables(runs_dir=args.runs, formats=render.parse_formats(args.format),
-                                 out_dir=args.out, echo=True)
+                                 out_dir=args.out, echo=True, **_resources(args))
   print(f"wrote {len(written)} file(s) under {args.out}", file=sys.stderr)
   return 0
 
 
 def check(args, bindings) -> int:
   from realm_bench.reporting import check as check_lib  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting import check_output  # pylint: disable=g-import-not-at-top
   _no_bindings("check", bindings)
-  code, verdicts = check_lib.check(runs_dir=args.runs, strict=args.strict)
-  print(check_lib.format_verdicts(verdicts))
-  print("\n" + check_lib.format_summary(verdicts, code=code, strict=args.strict))
+  code, verdicts = check_lib.check(runs_dir=args.runs, strict=args.strict,
+                                   spec_ids=args.spec, require_records=True,
+                                   **_resources(args))
+  summary = check_lib.format_summary(verdicts, code=code, strict=args.strict)
+  if args.format == "text":
+    print(check_lib.format_verdicts(verdicts, verbose=args.verbose))
+    print("\n" + summary)
+  else:
+    print(check_output.to_json(verdicts, code=code, strict=args.strict) if args.format == "json"
+          else check_output.to_junit(verdicts, strict=args.strict), end="")
+    print(summary, file=sys.stderr)
   return code
 
 

@@ -129,7 +129,12 @@ def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
         values = (pd.to_numeric(runs[stat_col], errors="coerce") if stat_col in runs.columns
                   else pd.Series([], dtype=float))
       point[c.name] = _value(mean_and_count(values)[0])
-    point["n"] = runs["run_id"].nunique()
+    # Seeds, not records: each seed leaves one record per metric (an evaluation for EM, a
+    # recall record for Recall@5), so n is the most records behind any one column, the same
+    # count `check` gives a claim on that column.
+    per_metric = [group[group["metric"] == c.metric]["run_id"].nunique()
+                  for c in spec.sweep_columns if c.metric is not None]
+    point["n"] = max(per_metric) if per_metric else runs["run_id"].nunique()
     out.append(point)
   points = pd.DataFrame(out, columns=list(_sweep_kinds(spec)))
   points["n"] = points["n"].astype("Int64")
@@ -143,7 +148,8 @@ def _sweep_sections(spec: SweepSpec, points: pd.DataFrame) -> tuple[Section, ...
   kinds = _sweep_kinds(spec)
   columns = [c for c in points.columns if c != "scale"]
   what = (f"Runs of experiment {spec.experiment!r} on {spec.dataset} {spec.split}, one row "
-          f"per params.{spec.param}; values are means over runs (n = how many).")
+          f"per params.{spec.param}; values are means over runs (n = runs behind each column, "
+          f"i.e. seeds).")
   if points.empty:
     return (Section(key="sweep", title="No sweep runs yet", note=what,
                     frame=points[columns], kinds=kinds),)

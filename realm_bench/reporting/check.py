@@ -5,7 +5,9 @@ OK~ within twice it (still a pass: a reproduction that close is a reproduction),
 MISSING without a record. A claim ("REALM above ORQA") is judged on the records of its own
 scale, so the synthetic world can confirm the paper's directions without ever being compared
 with the paper's numbers. Exit code 1 on any FAIL (and on MISSING under --strict) lets CI gate
-on it.
+on it; a runs folder that does not exist or holds no records is an input error (exit 2), since
+a misspelt `--runs` in CI must not make the gate pass. `check_output` writes the verdicts as
+JSON or JUnit XML.
 """
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ import math
 
 import pandas as pd
 
-from realm_bench.reporting.collect import mean_and_count, select
-from realm_bench.reporting.records import SCALES
+from realm_bench.errors import InputError
 from realm_bench.reporting.build import load_frame
-from realm_bench.reporting.specs import (REPORTED_PATH, SPECS_DIR, Claim, Spec, TableSpec,
-                                         load_reported, load_specs)
+from realm_bench.reporting.collect import collect_records, mean_and_count, select
+from realm_bench.reporting.records import SCALES
+from realm_bench.reporting.specs import Claim, Spec, TableSpec, load_reported, load_specs
 
-COLUMNS = ("kind", "item", "description", "scale", "reported", "ours", "baseline", "delta",
+COLUMNS = ("spec", "kind", "item", "description", "scale", "reported", "ours", "baseline", "delta",
            "tol", "n", "verdict")
 PASSING = ("OK", "OK~", "PASS")
 # Differences are of numbers printed to 0.1; a hair of slack keeps |38.2+1.5-38.2| <= 1.5 true.
@@ -48,7 +50,7 @@ def _cells(spec: TableSpec, reported, frame) -> list[dict]:
           metric=col.metric, table=spec.reported_table, row=row.row)["value"])
       delta = None if ours is None else ours - cell.value
       out.append({
-          "kind": "cell", "item": f"{spec.reported_table}#{row.row} {col.name} {row.experiment}",
+          "spec": spec.id, "kind": "cell", "item": f"{spec.reported_table}#{row.row} {col.name} {row.experiment}",
           "description": f"{row.label}: {col.dataset} {col.split} {col.metric}",
           "scale": "paper", "reported": cell.value, "ours": ours, "baseline": None,
           "delta": delta, "tol": cell.tolerance, "n": n,
@@ -63,7 +65,7 @@ def _claim(spec: Spec, claim: Claim, frame) -> list[dict]:
         dataset=claim.dataset, split=claim.split, metric=claim.metric,
         table=spec.reported_table)["value"])
 
-  base = {"kind": "claim", "item": f"{spec.id}/{claim.id}",
+  base = {"spec": spec.id, "kind": "claim", "item": f"{spec.id}/{claim.id}",
           "description": f"{claim.text}: {claim.better.describe()} > "
                          f"{claim.worse.describe()} on {claim.dataset} {claim.split} "
                          f"{claim.metric}",
@@ -85,12 +87,28 @@ def _claim(spec: Spec, claim: Claim, frame) -> list[dict]:
   return [{**partial, "scale": claim.scale}]
 
 
-def check(*, runs_dir, strict: bool = False, specs_dir=SPECS_DIR,
-          reported_path=REPORTED_PATH) -> tuple[int, pd.DataFrame]:
-  """Verdicts for every checkable cell and claim, and the exit code they add up to."""
+def _pick_specs(specs: list[Spec], spec_ids) -> list[Spec]:
+  unknown = [name for name in spec_ids if name not in {s.id for s in specs}]
+  if unknown:
+    raise InputError(f"no spec {unknown[0]!r}; the specs are {', '.join(s.id for s in specs)}",
+                     field="--spec")
+  return [s for s in specs if not spec_ids or s.id in spec_ids]
+
+
+def check(*, runs_dir, strict: bool = False, specs_dir=None, reported_path=None,
+          spec_ids=(), require_records: bool = False) -> tuple[int, pd.DataFrame]:
+  """Verdicts for every checkable cell and claim (of the specs named by `spec_ids`, or all),
+  and the exit code they add up to. `require_records` (the command line's gate) refuses a runs
+  folder that is missing or holds no record; the library default treats it as no runs yet."""
   reported = load_reported(reported_path)
-  specs = load_specs(specs_dir, reported)
-  frame = load_frame(runs_dir)
+  specs = _pick_specs(load_specs(specs_dir, reported), spec_ids)
+  if require_records:
+    frame = collect_records(runs_dir)   # InputError when the folder does not exist
+    if frame.empty:
+      raise InputError("holds no run records (record.json); check the --runs path",
+                       path=runs_dir)
+  else:
+    frame = load_frame(runs_dir)
   rows = []
   for spec in specs:
     if isinstance(spec, TableSpec):
@@ -109,7 +127,16 @@ def _fmt(value, signed=False) -> str:
   return f"{value:+.1f}" if signed else f"{value:.1f}"
 
 
-def format_verdicts(verdicts: pd.DataFrame) -> str:
+def format_verdicts(verdicts: pd.DataFrame, *, verbose: bool = False) -> str:
+  """The verdicts as a text table; MISSING rows are folded into one count unless verbose."""
+  missing = verdicts["verdict"].eq("MISSING")
+  folded = "" if verbose or not missing.any() else (
+      f"\n({int(missing.sum())} MISSING row(s) without records not shown; --verbose lists "
+      f"them)")
+  if not verbose:
+    verdicts = verdicts[~missing]
+  if verdicts.empty:
+    return "(no verdict has records)" + folded
   shown = pd.DataFrame({
       "verdict": verdicts["verdict"],
       "item": verdicts["item"],
@@ -126,7 +153,7 @@ def format_verdicts(verdicts: pd.DataFrame) -> str:
   widths = {c: max(len(c), *(len(str(v)) for v in shown[c])) for c in shown.columns}
   lines = ["  ".join(str(v).ljust(widths[c]) for c, v in zip(shown.columns, values)).rstrip()
            for values in [shown.columns, *shown.itertuples(index=False)]]
-  return "\n".join(lines)
+  return "\n".join(lines) + folded
 
 
 def format_summary(verdicts: pd.DataFrame, *, code: int, strict: bool) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_text
 from realm_bench.reporting.build import MISSING, BuiltTable, Section, build_tables, load_frame
-from realm_bench.reporting.specs import REPORTED_PATH, SPECS_DIR, load_reported, load_specs
+from realm_bench.reporting.specs import load_reported, load_specs
 
 FORMATS = ("md", "csv", "tex", "html")
 
@@ -110,7 +110,7 @@ def parse_formats(text: str) -> tuple[str, ...]:
 
 
 def render_tables(*, runs_dir, formats: Sequence[str] = ("md",), out_dir,
-                  specs_dir=SPECS_DIR, reported_path=REPORTED_PATH, command: str | None = None,
+                  specs_dir=None, reported_path=None, command: str | None = None,
                   echo: bool = False) -> list[Path]:
   """Writes TABLE.{format} for every spec (and the sweep plot); returns the paths written.
 

@@ -2,7 +2,8 @@
 
 What a table holds is data (`results/specs/*.yaml`, `results/reported/realm_2020.yaml`), so a
 new ablation is a YAML row, not code. Both files are checked field by field: an error names the
-file and the dotted field.
+file and the dotted field. The shipped files are the defaults (package data in a wheel, found
+through `realm_bench.resources`); `--specs` / `--reported` point at a user's own.
 """
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ from typing import Any, Mapping
 
 import yaml
 
+from realm_bench import resources
 from realm_bench.errors import InputError
 from realm_bench.reporting.records import DATASETS, SCALES, SPLITS
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
-REPORTED_PATH = RESULTS_DIR / "reported" / "realm_2020.yaml"
-SPECS_DIR = RESULTS_DIR / "specs"
+REPORTED_NAME = "realm_2020.yaml"
 CLAIM_SCALES = (*SCALES, "any")
 _REQUIRED = object()
 
@@ -154,9 +154,18 @@ def _choice(obj, key, choices, path, where):
   return value
 
 
-def load_reported(path=REPORTED_PATH) -> dict[tuple, ReportedCell]:
-  """The paper's numbers keyed by (table, row, dataset, split, metric)."""
-  path = Path(path)
+def default_specs_dir() -> Path:
+  return resources.shipped_folder("results/specs")
+
+
+def default_reported_path() -> Path:
+  return resources.shipped_folder("results/reported") / REPORTED_NAME
+
+
+def load_reported(path=None) -> dict[tuple, ReportedCell]:
+  """The paper's numbers keyed by (table, row, dataset, split, metric); the shipped ones by
+  default."""
+  path = default_reported_path() if path is None else Path(path)
   doc = _load_yaml(path)
   cells = _field(doc, "cells", list, path, "")
   out = {}
@@ -268,9 +277,9 @@ def _sweep_spec(doc, path, common) -> SweepSpec:
               split=_choice(doc, "split", SPLITS, path, ""), sweep_columns=tuple(columns))
 
 
-def load_specs(specs_dir=SPECS_DIR, reported: Mapping | None = None) -> list[Spec]:
-  """Every `*.yaml` spec in specs_dir, in their `order`."""
-  specs_dir = Path(specs_dir)
+def load_specs(specs_dir=None, reported: Mapping | None = None) -> list[Spec]:
+  """Every `*.yaml` spec in specs_dir (the shipped ones by default), in their `order`."""
+  specs_dir = default_specs_dir() if specs_dir is None else Path(specs_dir)
   reported = load_reported() if reported is None else reported
   if not specs_dir.is_dir():
     raise InputError("specs folder does not exist", path=specs_dir)
