@@ -1,19 +1,19 @@
 # Both targets build the virtual environment on first use, so a fresh machine with only
-# Python 3.11, pip and gcc needs nothing else.
+# Python 3.11, pip and gcc needs nothing else. The package declares compatible ranges; the
+# exact known-good versions come from constraints.txt.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: quickstart test test-slow venv clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 quickstart: $(STAMP)
