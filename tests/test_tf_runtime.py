@@ -42,3 +42,14 @@ def test_tensorflow_is_shown_no_gpu():
 def test_the_real_module_comes_configured():
   tf = tf_runtime.tf
   assert tf.config.get_visible_devices("GPU") == []
+
+
+def test_importing_the_package_quiets_tensorflow_first():
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  out = subprocess.run([sys.executable, "-c", "import os, realm_bench; "
+                        "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"], env=env, check=True,
+                       capture_output=True, text=True, timeout=60).stdout.strip()
+  assert out == ("2" if tf_runtime.has_gpu_driver() else "3")
