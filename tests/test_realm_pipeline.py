@@ -107,7 +107,9 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   # infer writes the ORQA format, and `score` agrees with the record.
   out = world / "pred.jsonl"
   args = ["--gin_file=runs/infer.gin", *[f"--gin_file={f}" for f in OVERLAYS],
-          *[f"--gin.{b.replace(' = ', '=')}" for b in _bindings(world, "unused")],
+          # infer has no run folder: a RUN_DIR binding would be refused as read by nothing.
+          *[f"--gin.{b.replace(' = ', '=')}" for b in _bindings(world, "unused")
+            if not b.startswith("RUN_DIR")],
           f"--gin.CHECKPOINT_FROM='{world / 'ft'}'", f"--gin.OUTPUT='{out}'"]
   assert cli.main(["infer", *args]) == 0
   refs = world / "world" / "open_qa" / "nq" / "test.jsonl"
