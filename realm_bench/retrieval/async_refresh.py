@@ -17,11 +17,12 @@ The trainer never waits except for the very first index (and on resume, if the c
 index version has been pruned). A resumed run first discards the versions and exports made after
 its restored step by the run that was killed (they come from parameters the resumed run will
 never have), and only then starts the builder, so nothing newer than the restored step is ever
-searched; a builder cleans up the unfinished work of the one before it when it starts. If the builder dies, training continues on the last good
-index and the builder is restarted (at most `max_builder_restarts` times); a builder whose
-trainer has gone (even killed with SIGKILL) notices that its parent changed and exits; the
-trainer removes old versions (keeping `keep`, the version in use and the one its newest
-checkpoint names) and exports older than the index in use.
+searched; a builder cleans up the unfinished work of the one before it when it starts. If the
+builder dies, training continues on the last good index and the builder is restarted (at most
+`max_builder_restarts` times); a builder whose trainer has gone (even killed with SIGKILL)
+notices that its parent changed and exits; the trainer removes old versions (keeping `keep`,
+the version in use and the one its newest checkpoint names) and exports older than the index in
+use.
 
 Which parameters an index was embedded with is its manifest's `embedder_step`; a step's
 staleness is `train_step - embedder_step`, and the refresh rule is `refresh.refresh_due`, as in
