@@ -44,6 +44,7 @@ from typing import Any
 import flax.serialization
 import numpy as np
 
+from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_bytes
 from realm_bench.retrieval import corpus_embedding
 from realm_bench.retrieval.embed import build_index
@@ -309,7 +310,7 @@ class AsyncRefresher(Refresher):
         continue
       try:
         index = load_index(path)
-      except (OSError, ValueError) as e:   # pruned between LATEST and the read: next poll
+      except (OSError, ValueError, InputError) as e:   # pruned after LATEST named it: next poll
         print(f"index loader: could not read {path}: {e}", file=sys.stderr)
         continue
       with self._lock:
