@@ -92,3 +92,16 @@ def test_a_resumed_async_run_never_searches_what_the_killed_run_made_after_its_s
   assert 5 not in [s for s, _ in async_refresh.exports(export_dir)]
   assert not (index_root / ".work-v00000005").exists()
   assert all(refresh.version_step(p) <= 4 for p in index_root.glob("v*"))
+
+
+@pytest.mark.parametrize("overlay,message", [
+    (None, "no frozen index here: CHECKPOINT_FROM must be a fine-tuning run"),
+    ("experiments/closed_book.gin", "CHECKPOINT_FROM is not a run of this model"),
+])
+def test_evaluate_on_an_ict_checkpoint_is_a_clean_error(world, ict, capsys, overlay, message):
+  args = _cli_args(world, "runs/evaluate.gin", "eval_of_ict", CHECKPOINT_FROM=str(ict),
+                   EXPERIMENT="realm", DATASET="nq")
+  assert cli.main(["evaluate", *args, *([f"--gin_file={overlay}"] if overlay else [])]) == 2
+  err = capsys.readouterr().err
+  assert message in err and str(ict) in err and "Traceback" not in err
+  assert not (world / "eval_of_ict" / "record.json").exists()

@@ -78,8 +78,10 @@ class OpenQAPipeline(base.Pipeline):
       check_corpus(index, self.corpus.ids, path=saved, corpus=self.corpus_task,
                    dim=self.proj_dim)
       return index
-    if params is None:
-      raise ValueError("OpenQAPipeline needs warm-start parameters to build its index")
+    if params is None:   # evaluate / infer of a run that is not a fine-tuning run
+      raise InputError("no frozen index here: CHECKPOINT_FROM must be a fine-tuning run "
+                       "(runs/finetune.gin saves its index there), or set INDEX_FROM",
+                       path=self.index_path)
     return build_index(
         embed_fn=lambda ids: self.towers.embed_doc_batch(params, ids),
         index_factory=self.index_factory, manifest={"embedder_step": "warm_start"},
