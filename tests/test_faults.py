@@ -105,3 +105,26 @@ def test_evaluate_on_an_ict_checkpoint_is_a_clean_error(world, ict, capsys, over
   err = capsys.readouterr().err
   assert message in err and str(ict) in err and "Traceback" not in err
   assert not (world / "eval_of_ict" / "record.json").exists()
+
+
+def test_a_truncated_newest_checkpoint_is_refused_then_taken_over_with_the_knob(
+    world, ict, capsys):
+  run = world / "ict_damaged"
+  shutil.copytree(ict, run)
+  (run / "record.json").unlink()
+  assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["2", "4"]
+  victim = max((p for p in (run / "checkpoints" / "4" / "state").rglob("*") if p.is_file()),
+               key=lambda p: p.stat().st_size)
+  victim.write_bytes(victim.read_bytes()[:victim.stat().st_size // 2])
+  args = ["train", *_cli_args(world, "runs/ict.gin", "ict_damaged", NUM_STEPS=6),
+          "--gin.train_lib.train.checkpoint_every=2"]
+  capsys.readouterr()
+  assert cli.main(args) == 2
+  err = capsys.readouterr().err
+  assert f"{victim}: checkpoint of step 4 is damaged" in err and "Traceback" not in err
+  assert "the newest intact checkpoint is step 2" in err
+  assert cli.main(args + ["--gin.CheckpointManager.fall_back_to_intact_checkpoint=True"]) == 0
+  assert "resuming from step 2" in capsys.readouterr().err
+  record = json.loads((run / "record.json").read_text())
+  assert record["steps"] == 6 and record["stats"]["resumed_from_step"] == 2
+  assert (run / "checkpoints" / "4.damaged").is_dir()
