@@ -71,7 +71,7 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   started = _now()
   run_dir = Path(run_dir)
   params_tree = load_finetuned(model=model, pipeline=pipeline, checkpoint_from=checkpoint_from,
-                               sequence_lengths=sequence_lengths)
+                               sequence_lengths=sequence_lengths, split=split)
   examples = pipeline.examples(split)
   rows = pipeline.predictions(model, params_tree, examples, batch_size=batch_size)
   task = seqio.get_mixture_or_task(pipeline.qa_task)

@@ -73,25 +73,46 @@ def _strict_constant(name):
   raise ValueError(f"{name} is not allowed")
 
 
+def read_lines(path) -> Iterator[tuple[int, str]]:
+  """Yields (line_number, line without its newline) of a UTF-8 text file, decoded line by line
+  so that a byte that is not UTF-8 is an InputError naming its line (a raw UnicodeDecodeError
+  names only a byte offset into a file that may hold 13 million lines)."""
+  path = Path(path)
+  if not path.exists():
+    raise InputError("file does not exist", path=path)
+  if not path.is_file():
+    raise InputError("not a regular file", path=path)
+  with open(path, "rb") as f:
+    for lineno, raw in enumerate(f, start=1):
+      try:
+        text = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text: byte {raw[e.start:e.start + 1]!r} at column "
+                         f"{e.start + 1} ({e.reason}); re-encode the file as UTF-8",
+                         path=path, line=lineno) from None
+      if lineno == 1:
+        text = text.lstrip("\ufeff")   # a byte-order mark some editors write
+      yield lineno, text.rstrip("\r\n")
+
+
 def read_jsonl(path, *, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
   """Yields (line_number, object); bad lines raise InputError naming file, line and field."""
   path = Path(path)
   if not path.exists():
     raise InputError("file does not exist", path=path)
-  with open(path, encoding="utf-8") as f:
-    for lineno, raw in enumerate(f, start=1):
-      if not raw.strip():
-        continue
-      try:
-        obj = json.loads(raw, parse_constant=_strict_constant)
-      except ValueError as e:
-        raise InputError(f"not valid JSON ({e})", path=path, line=lineno) from None
-      if not isinstance(obj, dict):
-        raise InputError("expected a JSON object", path=path, line=lineno)
-      for key in required:
-        if key not in obj:
-          raise InputError("missing", path=path, line=lineno, field=key)
-      yield lineno, obj
+  for lineno, raw in read_lines(path):
+    if not raw.strip():
+      continue
+    try:
+      obj = json.loads(raw, parse_constant=_strict_constant)
+    except ValueError as e:
+      raise InputError(f"not valid JSON ({e})", path=path, line=lineno) from None
+    if not isinstance(obj, dict):
+      raise InputError("expected a JSON object", path=path, line=lineno)
+    for key in required:
+      if key not in obj:
+        raise InputError("missing", path=path, line=lineno, field=key)
+    yield lineno, obj
 
 
 def sha256_file(path) -> str:

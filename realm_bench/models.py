@@ -454,6 +454,12 @@ def _with_subtree(tree, path: str, value):
   return tree
 
 
+def _shapes(tree, prefix: str) -> dict[str, tuple]:
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {"/".join([prefix, *(str(getattr(k, "key", k)) for k in path)]): tuple(np.shape(x))
+          for path, x in leaves}
+
+
 def warm_start(params, source, subtrees: dict[str, str], *, where: str = "the warm start"):
   """`params` with each subtree `dest` replaced by `source`'s subtree `subtrees[dest]` (paths
   like "retriever/embedder/bert"), every shape checked; a missing subtree is an error, so a
@@ -466,10 +472,12 @@ def warm_start(params, source, subtrees: dict[str, str], *, where: str = "the wa
     if got is None:
       raise InputError(f"{where} has no subtree {src!r} (it has {sorted(source)})",
                        field="warm_starts")
-    want_shapes = jax.tree_util.tree_map(jnp.shape, want)
-    got_shapes = jax.tree_util.tree_map(jnp.shape, got)
-    if want_shapes != got_shapes:
-      raise InputError(f"{where}'s {src!r} does not have the shapes of this model's {dest!r} "
-                       "(a different size?)", field="warm_starts")
+    want_shapes, got_shapes = _shapes(want, dest), _shapes(got, dest)
+    for name in list(want_shapes) + [n for n in got_shapes if n not in want_shapes]:
+      if want_shapes.get(name) != got_shapes.get(name):   # the first in the model's order
+        shape = lambda s: "absent" if s is None else str(s)
+        raise InputError(f"{where}'s {src!r} does not fit this model's {dest!r} (a different "
+                         f"model size?): parameter {name!r} is {shape(got_shapes.get(name))} "
+                         f"there but {shape(want_shapes.get(name))} here", field="warm_starts")
     params = _with_subtree(params, dest, got)
   return params

@@ -82,6 +82,9 @@ def _score_dict(score: metrics.Score) -> dict:
 
 def score_files(*, references, predictions, regex: bool = False, per_example=None) -> dict:
   """Scores a predictions file against a references file; returns the summary it prints."""
+  if per_example is not None and Path(per_example).is_dir():
+    raise InputError("--per-example names a folder; give the JSONL file to write",
+                     path=per_example)
   refs = _read_references(references)
   preds, repeated_predictions, changed_predictions = _read_predictions(predictions)
 
@@ -124,7 +127,11 @@ def score_files(*, references, predictions, regex: bool = False, per_example=Non
       "per_reference_line": _score_dict(per_line),
   }
   if per_example is not None:
-    atomic_write_jsonl(per_example, rows)
+    try:
+      atomic_write_jsonl(per_example, rows)
+    except OSError as e:   # an unwritable folder, a full disk: nothing is left half-written
+      raise InputError(f"cannot write the per-example file ({e.strerror})",
+                       path=per_example) from None
   return summary
 
 

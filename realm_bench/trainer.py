@@ -137,12 +137,14 @@ def restore_or_initialize(*, trainer: Trainer, checkpoint_manager: CheckpointMan
                           batches: DeterministicIterator, rng: jax.Array,
                           init_batch: Mapping[str, Any]) -> tuple[TrainState, int, dict]:
   """(state, start_step, extra): the latest checkpoint with `batches` moved to its data
-  position, or a fresh state at step 0 with extra {}. `init_batch` only supplies shapes."""
-  step = checkpoint_manager.latest_step()
-  if step is None:
+  position, or a fresh state at step 0 with extra {}. `init_batch` only supplies shapes.
+  A damaged latest checkpoint is refused (or, when the manager falls back, an older one is
+  restored: the step is the restored state's)."""
+  if checkpoint_manager.latest_step() is None:
     return trainer.init_state(rng, init_batch), 0, {}
   target = trainer.abstract_state(rng, init_batch)
-  state, extra = checkpoint_manager.restore(step, target_state=target)
+  state, extra = checkpoint_manager.restore(target_state=target)
+  step = int(jax.device_get(state.step))
   where = checkpoint_manager.step_dir(step)
   if extra.get(EXTRA_DROPOUT_SEED) != trainer.dropout_seed:
     raise InputError(f"checkpoint was trained with dropout seed {extra.get(EXTRA_DROPOUT_SEED)}, "

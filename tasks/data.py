@@ -56,8 +56,8 @@ import gin
 import seqio
 
 from realm_bench.errors import InputError
+from realm_bench.io_utils import read_jsonl, read_lines
 from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
-from realm_bench.io_utils import read_jsonl
 
 OPEN_QA_FOLDERS = ("nq", "wq", "trec")
 # seqio split -> file stem.
@@ -194,24 +194,31 @@ def _check_question(question, path, lineno) -> str:
 
 
 def _read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
-  with open(path, encoding="utf-8", newline="") as f:
-    reader = csv.reader(f, delimiter="\t")
-    for row in reader:
-      lineno = reader.line_num
-      if not row or not any(cell.strip() for cell in row):
-        continue
-      if len(row) != 2:
-        raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
-                         line=lineno)
-      try:
-        answers = json.loads(row[1])
-      except ValueError:
-        try:  # DPR writes the list as a python literal: ['a', "b's"]
-          answers = ast.literal_eval(row[1])
-        except (ValueError, SyntaxError):
-          raise InputError("not a JSON or python list of strings", path=path, line=lineno,
-                           field="answer") from None
-      yield _check_question(row[0], path, lineno), _check_answers(answers, path, lineno)
+  """One question per line, `question<TAB>answers`, split on the tab without csv quoting: a
+  question that starts with `"` would otherwise open a quoted field that swallows the lines
+  after it without a word (679 of CuratedTREC's 694 test rows)."""
+  for lineno, line in read_lines(path):
+    if not line.strip():
+      continue
+    row = line.split("\t")
+    if len(row) != 2:
+      raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
+                       line=lineno)
+    try:
+      answers = json.loads(row[1])
+    except ValueError:
+      try:  # DPR writes the list as a python literal: ['a', "b's"]
+        answers = ast.literal_eval(row[1])
+      except (ValueError, SyntaxError):
+        raise InputError("not a JSON or python list of strings", path=path, line=lineno,
+                         field="answer") from None
+    yield _check_question(row[0], path, lineno), _check_answers(answers, path, lineno)
+
+
+# Rows of the real splits (DPR's and ORQA's files), to catch a file that was cut or mis-split.
+EXPECTED_ROWS = {("nq", "train"): 79168, ("nq", "dev"): 8757, ("nq", "test"): 3610,
+                 ("wq", "train"): 3417, ("wq", "dev"): 361, ("wq", "test"): 2032,
+                 ("trec", "train"): 1353, ("trec", "dev"): 133, ("trec", "test"): 694}
 
 
 def read_open_qa(root: Path, folder: str, split_file: str, *,
@@ -229,6 +236,10 @@ def read_open_qa(root: Path, folder: str, split_file: str, *,
             for lineno, obj in read_jsonl(path, required=("question", "answer"))]
   if not rows:
     raise InputError("no questions in file", path=path)
+  expected = EXPECTED_ROWS.get((folder, split_file)) if kind == "data" else None
+  if expected is not None and len(rows) != expected:
+    print(f"warning: {path}: {len(rows):,} questions, the released split has {expected:,}",
+          file=sys.stderr)
   return rows
 
 
@@ -261,20 +272,26 @@ def _check_text(value, path, lineno, field) -> str:
 def iter_passages_tsv(path: Path) -> Iterator[Block]:
   """DPR's passages file: header `id text title`, csv-quoted like DPR writes it."""
   csv.field_size_limit(sys.maxsize)
-  with open(path, encoding="utf-8", newline="") as f:
-    reader = csv.reader(f, delimiter="\t")
-    header = next(reader, None)
-    if header != ["id", "text", "title"]:
-      raise InputError(f"expected the header id<TAB>text<TAB>title, got {header!r}", path=path,
-                       line=1)
-    for row in reader:
-      lineno = reader.line_num
-      if not row:
-        continue
-      if len(row) != 3:
-        raise InputError(f"expected 3 tab-separated columns, got {len(row)}", path=path,
-                         line=lineno)
-      yield Block(_check_id(row[0], path, lineno), row[2], row[1])
+  if not path.is_file():
+    raise InputError("file does not exist", path=path)
+  # Lines are decoded one at a time so that a byte that is not UTF-8 names its line.
+  reader = csv.reader((line + "\n" for _, line in read_lines(path)), delimiter="\t")
+  header = next(reader, None)
+  if header != ["id", "text", "title"]:
+    raise InputError(f"expected the header id<TAB>text<TAB>title, got {header!r}", path=path,
+                     line=1)
+  end = reader.line_num
+  for row in reader:
+    lineno, end = end + 1, reader.line_num
+    if not row:
+      continue
+    if lineno != end:   # DPR's passages hold no newline: a stray `"` opened a quoted field
+      raise InputError(f"a quoted field runs on over lines {lineno}-{end} (an unbalanced "
+                       "'\"'?); the rows inside it would be lost", path=path, line=lineno)
+    if len(row) != 3:
+      raise InputError(f"expected 3 tab-separated columns, got {len(row)}", path=path,
+                       line=lineno)
+    yield Block(_check_id(row[0], path, lineno), row[2], row[1])
 
 
 def corpus_file(root: Path, *, kind: str = "world") -> Path:

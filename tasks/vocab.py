@@ -28,8 +28,8 @@ import numpy as np
 import seqio
 
 from realm_bench.errors import InputError
+from realm_bench.io_utils import atomic_write_text, read_lines
 from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
-from realm_bench.io_utils import atomic_write_text
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 # Learned vocabularies start with these, in this order, so PAD is id 0 as seqio requires.
@@ -44,15 +44,13 @@ def _read_vocab_file(path: Path) -> list[str]:
   if not path.is_file():
     raise InputError(f"vocabulary file does not exist; {_HINT}", path=path)
   tokens, seen = [], {}
-  with open(path, encoding="utf-8") as f:
-    for lineno, raw in enumerate(f, start=1):
-      token = raw.rstrip("\r\n")
-      if not token.strip():
-        raise InputError("empty token (one wordpiece per line expected)", path=path, line=lineno)
-      if token in seen:
-        raise InputError(f"token {token!r} repeats line {seen[token]}", path=path, line=lineno)
-      seen[token] = lineno
-      tokens.append(token)
+  for lineno, token in read_lines(path):
+    if not token.strip():
+      raise InputError("empty token (one wordpiece per line expected)", path=path, line=lineno)
+    if token in seen:
+      raise InputError(f"token {token!r} repeats line {seen[token]}", path=path, line=lineno)
+    seen[token] = lineno
+    tokens.append(token)
   if not tokens or tokens[0] != PAD:
     raise InputError(f"line 1 must be {PAD} (seqio reserves id 0 for padding)", path=path, line=1)
   missing = [t for t in RESERVED_TOKENS if t not in seen]
@@ -350,11 +348,16 @@ def _texts_from_file(path: Path) -> Iterable[str]:
       yield block.title
       yield block.body
   else:
-    with open(path, encoding="utf-8") as f:
-      yield from (line.rstrip("\n") for line in f)
+    yield from (line for _, line in read_lines(path))
 
 
 def texts_from_files(paths) -> Iterable[str]:
-  """Every text of the JSONL or TSV corpus files, in order."""
+  """Every text of the JSONL or TSV corpus files, in order; a file with none is an error."""
   for path in paths:
-    yield from _texts_from_file(Path(path))
+    found = False
+    for text in _texts_from_file(Path(path)):
+      found = found or bool(text.strip())
+      yield text
+    if not found:
+      raise InputError("no text to learn a vocabulary from (the file holds only empty text)",
+                       path=path)

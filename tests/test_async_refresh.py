@@ -46,3 +46,34 @@ def test_a_builder_whose_trainer_has_gone_exits(tmp_path, capsys):
                 index_prototype=ExactIndex(), embed_batch_size=4,
                 poll_seconds=0.01, parent_pid=os.getppid() + 1)
   assert "trainer has gone" in capsys.readouterr().out
+
+
+def test_a_resume_discards_versions_and_exports_made_after_its_step(tmp_path):
+  for step in (0, 10, 20):
+    index = ExactIndex()
+    index.build(np.eye(3, dtype=np.float32), np.arange(3), manifest={"embedder_step": step})
+    refresh.write_version(index, tmp_path, step)
+    async_refresh.export_embedder(tmp_path / "exports", step, {"w": np.zeros(2, np.float32)})
+  assert refresh.discard_versions_after(tmp_path, 10) == ["v00000020"]
+  assert async_refresh.discard_exports_after(tmp_path / "exports", 10) == [20]
+  assert refresh.latest_version(tmp_path).name == "v00000010"
+  assert [s for s, _ in async_refresh.exports(tmp_path / "exports")] == [0, 10]
+  assert refresh.discard_versions_after(tmp_path, 10) == []
+  refresh.discard_versions_after(tmp_path, -1)   # killed before its first checkpoint
+  assert refresh.latest_version(tmp_path) is None and not (tmp_path / "LATEST").exists()
+
+
+def test_a_builder_removes_the_unfinished_work_of_the_one_before_it(tmp_path, capsys):
+  import os, types  # pylint: disable=g-import-not-at-top,multiple-imports
+  index_root = tmp_path / "index"
+  (index_root / ".work-v00000030").mkdir(parents=True)   # a killed builder's shards
+  (index_root / ".work-v00000030" / "shard-00000.npy").write_bytes(b"x" * 100)
+  (index_root / ".v00000030.k2j4").mkdir()               # a version killed while saving
+  (index_root / ".LATEST.abc.tmp").write_text("v0000")
+  (index_root / "v00000020").mkdir()
+  model = types.SimpleNamespace(embed_docs=lambda params, ids: ids)
+  async_refresh.serve(run_dir=str(tmp_path), config_text="", model=model,
+                      index_prototype=ExactIndex(), embed_batch_size=4,
+                      poll_seconds=0.01, parent_pid=os.getppid() + 1)
+  assert sorted(p.name for p in index_root.iterdir()) == ["v00000020"]
+  assert ".work-v00000030" in capsys.readouterr().out

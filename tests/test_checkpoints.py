@@ -140,3 +140,84 @@ def test_save_killed_midway_leaves_no_usable_step(tmp_path):
   manager = checkpoints.CheckpointManager(tmp_path)
   assert manager.latest_step() == 1
   manager.close()
+
+
+def _biggest_state_file(step_dir):
+  return max((p for p in (step_dir / "state").rglob("*") if p.is_file()),
+             key=lambda p: p.stat().st_size)
+
+
+def _truncate(path):
+  path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def _two_steps(tmp_path):
+  state = _state()
+  manager = checkpoints.CheckpointManager(tmp_path, keep=3)
+  for step in (2, 4):
+    manager.save(step, state.replace(step=state.step + step), {"data": {"position": step}})
+  manager.close()
+  return state
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_truncated_file_in_the_newest_step_is_named_and_the_intact_one_offered(
+    tmp_path, listed):
+  state = _two_steps(tmp_path)
+  assert (tmp_path / "4" / checkpoints.FILES).exists()   # listed once orbax had finalised it
+  victim = _biggest_state_file(tmp_path / "4")
+  _truncate(victim)
+  if not listed:   # a checkpoint of an older version, or killed before its list: orbax's error
+    for step in (2, 4):
+      (tmp_path / str(step) / checkpoints.FILES).unlink()
+  manager = checkpoints.CheckpointManager(tmp_path)
+  with pytest.raises(InputError) as error:
+    manager.restore(target_state=state)
+  message = str(error.value)
+  assert "checkpoint of step 4" in message and "the newest intact checkpoint is step 2" in message
+  assert "fall_back_to_intact_checkpoint=True" in message
+  if listed:
+    assert str(victim) in message and "truncated" in message
+  else:
+    assert str(tmp_path / "4" / "state") in message and "could not be read" in message
+  with pytest.raises(InputError, match="step 4 is damaged|step 4 could not be read"):
+    checkpoints.load_params(tmp_path)   # a warm start names it too
+  manager.close()
+  fallback = checkpoints.CheckpointManager(tmp_path, fall_back_to_intact_checkpoint=True)
+  restored, extra = fallback.restore(target_state=state)
+  assert int(restored.step) == 2 and extra == {"data": {"position": 2}}
+  assert fallback.all_steps() == [2] and (tmp_path / "4.damaged").is_dir()
+  fallback.save(4, restored, {"data": {"position": 4}})   # training goes on over step 4 again
+  fallback.close()
+  assert checkpoints.CheckpointManager(tmp_path, read_only=True).all_steps() == [2, 4]
+
+
+def test_a_damaged_only_checkpoint_says_there_is_no_intact_one(tmp_path):
+  state = _state()
+  manager = checkpoints.CheckpointManager(tmp_path)
+  manager.save(1, state, {})
+  manager.close()
+  _truncate(_biggest_state_file(tmp_path / "1"))
+  with pytest.raises(InputError, match="no older intact checkpoint"):
+    checkpoints.CheckpointManager(tmp_path, fall_back_to_intact_checkpoint=True).restore(
+        target_state=state)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b'{"Dense_0/kernel": {"shape": [4, 16], "dty', "could not be read"),
+    (b'{"Dense_0/kernel": {"shape": "4x16", "dtype": "float32"}}', "field 'Dense_0/kernel'"),
+    (b'{"Dense_0/kernel": {"shape": [4, 16], "dtype": "float99"}}', "field 'Dense_0/kernel'"),
+    (b'[]', "non-empty JSON object"),
+])
+def test_a_corrupt_param_shapes_file_is_named(tmp_path, content, message):
+  state = _state()
+  manager = checkpoints.CheckpointManager(tmp_path)
+  manager.save(1, state, {})
+  manager.close()
+  (tmp_path / "1" / checkpoints.FILES).unlink()   # corrupt, not truncated: the list can't tell
+  (tmp_path / "1" / "param_shapes" / "metadata").write_bytes(content)
+  for load in (lambda: checkpoints.load_params(tmp_path),
+               lambda: checkpoints.CheckpointManager(tmp_path).restore(target_state=state)):
+    with pytest.raises(InputError, match=message) as error:
+      load()
+    assert "param_shapes/metadata" in str(error.value)

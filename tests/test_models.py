@@ -245,8 +245,12 @@ def test_warm_start_copies_named_subtrees_and_refuses_what_is_missing():
     models.warm_start(params, bert, {"reader": "span_head"})
   with pytest.raises(InputError, match="this model has no subtree 'mlm_head'"):
     models.warm_start(params, bert, {"mlm_head": "mlm_head"})
-  with pytest.raises(InputError, match="shapes"):
+  # Another model size: the first parameter that differs, with both shapes.
+  with pytest.raises(InputError, match=r"parameter 'reader/w' is \(3,\) there but \(2,\) here"):
     models.warm_start(params, {"reader": {"w": np.ones(3)}}, {"reader": "reader"})
+  wider = {"reader": {"w": np.ones(2), "layer_1": {"k": np.ones((4, 4))}}}   # one more layer
+  with pytest.raises(InputError, match="'reader/layer_1/k' is \\(4, 4\\) there but absent"):
+    models.warm_start(params, wider, {"reader": "reader"})
 
 
 @pytest.mark.parametrize("learned", [False, True])

@@ -1,11 +1,13 @@
 """MIPS index and the refresh: bookkeeping, the one due-rule, the hook the loop runs."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from realm_bench.errors import InputError
-from realm_bench.retrieval.index import ExactIndex
+from realm_bench.retrieval.index import ExactIndex, check_corpus, load_index
 from realm_bench.retrieval import refresh
 from realm_bench.retrieval.refresh import RefreshConfig, SyncRefresher, latest_version
 
@@ -75,3 +77,47 @@ def test_refresh_hook_reports_staleness_and_saves_the_version_in_use(tmp_path):
       config=RefreshConfig(refresh_every_steps=2, keep=1)))
   resumed.restore(state, 1.0, 5)
   assert resumed.before_step(5, 1.0) == {"staleness": 1, "index_embedder_step": 4}
+
+
+def _saved_index(tmp_path, rows=6, dim=4):
+  index = ExactIndex()
+  index.build(RNG.normal(size=(rows, dim)).astype(np.float32), np.arange(rows) + 10,
+              manifest={"embedder_step": 0})
+  return index.save(tmp_path / "v0")
+
+
+def _edit_manifest(path, **changes):
+  manifest = json.loads((path / "manifest.json").read_text())
+  (path / "manifest.json").write_text(json.dumps({**manifest, **changes}))
+
+
+@pytest.mark.parametrize("damage,where,message", [
+    (lambda p: _edit_manifest(p, num_blocks=7), "manifest.json: field 'num_blocks'",
+     "num_blocks = 7, embeddings.npy holds 6 x 4"),
+    (lambda p: _edit_manifest(p, dim=5), "manifest.json: field 'dim'", "dim = 5"),
+    (lambda p: _edit_manifest(p, num_blocks="6"), "field 'num_blocks'", "non-negative integer"),
+    (lambda p: (p / "embeddings.npy").write_bytes((p / "embeddings.npy").read_bytes()[:150]),
+     "embeddings.npy", "truncated or not a .npy file"),
+    (lambda p: (p / "ids.npy").unlink(), "ids.npy", "missing from the index folder"),
+    (lambda p: np.save(p / "ids.npy", np.arange(5)), "ids.npy", "expected 6 integer ids"),
+    (lambda p: np.save(p / "embeddings.npy", np.zeros((6, 4), np.float64)), "embeddings.npy",
+     "float32 matrix"),
+    (lambda p: (p / "manifest.json").write_bytes(b'{"kind": "\xff"}'), "manifest.json",
+     "not UTF-8"),
+])
+def test_an_index_whose_files_disagree_with_its_manifest_is_refused(tmp_path, damage, where,
+                                                                     message):
+  path = _saved_index(tmp_path)
+  damage(path)
+  with pytest.raises(InputError, match=message) as error:
+    load_index(path)
+  assert where in str(error.value)
+
+
+def test_an_index_of_another_corpus_or_width_is_refused(tmp_path):
+  index = load_index(_saved_index(tmp_path))
+  check_corpus(index, np.arange(6) + 10, path=tmp_path, corpus="c", dim=4)
+  with pytest.raises(InputError, match="not the corpus 'c'"):
+    check_corpus(index, np.arange(7) + 10, path=tmp_path, corpus="c", dim=4)
+  with pytest.raises(InputError, match="projects to 8"):
+    check_corpus(index, np.arange(6) + 10, path=tmp_path, corpus="c", dim=8)

@@ -192,9 +192,21 @@ def test_empty_references_and_non_utf8_are_input_errors(tmp_path):
   with pytest.raises(InputError, match="no references"):
     score_files(references=empty, predictions=preds)
   latin1 = tmp_path / "latin1.jsonl"
-  latin1.write_bytes('{"question": "q1", "answer": ["caf\u00e9"]}\n'.encode("latin-1"))
-  with pytest.raises(InputError, match="not UTF-8"):
+  latin1.write_bytes(b'{"question": "q0", "answer": ["a"]}\n' +
+                     '{"question": "q1", "answer": ["caf\u00e9"]}\n'.encode("latin-1"))
+  with pytest.raises(InputError, match="not UTF-8") as e:
     score_files(references=latin1, predictions=preds)
+  assert e.value.line == 2   # the line, not a byte offset into the file
+
+
+def test_per_example_naming_a_folder_is_refused_before_any_work(tmp_path, refs, capsys):
+  preds = _write_jsonl(tmp_path / "preds.jsonl", [GOOD_PRED])
+  (tmp_path / "out").mkdir()
+  assert cli.main(["score", "--references", str(refs), "--predictions", str(preds),
+                   "--per-example", str(tmp_path / "out")]) == 2
+  err = capsys.readouterr().err
+  assert "--per-example names a folder" in err and "Traceback" not in err
+  assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_gin_bindings_are_refused(tmp_path, refs, capsys):

@@ -339,3 +339,63 @@ def test_tasks_command_lists_and_shows(world, capsys):
   assert cli.main(["tasks", "realm_bench.synthetic.nq_open"]) == 2
   assert "WORLD_DIR is not set" in capsys.readouterr().err
   assert cli.main(["tasks", "realm_bench.nope"]) == 2
+
+
+def test_a_tsv_question_starting_with_a_quote_does_not_swallow_the_next_lines(tmp_path, world):
+  folder = tmp_path / "open_qa" / "trec"
+  folder.mkdir(parents=True)
+  lines = ['"Big Bill" Haywood led which union?\t["IWW"]', "who wrote hamlet?\t['Shakespeare']",
+           'what is "pi"?\t["3.14"]', "capital of france?\t['Paris']"]
+  (folder / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  rows = data.read_open_qa(tmp_path, "trec", "test", kind="data")
+  assert [q for q, _ in rows] == [line.split("\t")[0] for line in lines]   # every line, as is
+  assert rows[0][1] == ["IWW"]
+  (folder / "test.tsv").write_text("a?\tb\tc\n", encoding="utf-8")
+  with pytest.raises(InputError, match="expected 2 tab-separated columns, got 3"):
+    data.read_open_qa(tmp_path, "trec", "test", kind="data")
+
+
+def test_a_real_split_of_an_unexpected_size_is_reported(tmp_path, capsys):
+  folder = tmp_path / "open_qa" / "trec"
+  folder.mkdir(parents=True)
+  (folder / "test.tsv").write_text("a?\t['b']\n", encoding="utf-8")
+  data.read_open_qa(tmp_path, "trec", "test", kind="data")
+  assert "1 questions, the released split has 694" in capsys.readouterr().err
+
+
+def test_an_unbalanced_quote_in_the_passages_tsv_is_named(tmp_path):
+  path = tmp_path / "passages.tsv"
+  path.write_text('id\ttext\ttitle\n1\t"Aaron is a prophet\tAaron\n2\tMoses led\tMoses\n'
+                  '3\tMiriam sang\tMiriam\n', encoding="utf-8")
+  with pytest.raises(InputError, match="runs on over lines 2-") as e:
+    list(data.iter_passages_tsv(path))
+  assert e.value.line == 2
+
+
+@pytest.mark.parametrize("relpath", ["open_qa/nq/dev.jsonl", "open_qa/nq/dev.tsv",
+                                     "corpus/blocks.jsonl", "corpus/passages.tsv"])
+def test_bytes_that_are_not_utf8_name_their_line_in_every_loader(tmp_path, relpath):
+  path = tmp_path / relpath
+  path.parent.mkdir(parents=True)
+  good = {"open_qa/nq/dev.jsonl": b'{"question": "q?", "answer": ["a"]}',
+          "open_qa/nq/dev.tsv": b"q?\t['a']",
+          "corpus/blocks.jsonl": b'{"id": 1, "title": "t", "body": "b"}',
+          "corpus/passages.tsv": b"id\ttext\ttitle\n1\tb\tt"}[relpath]
+  path.write_bytes(good + b"\n" + good.splitlines()[-1].replace(b"q?", b"caf\xe9?").replace(
+      b'"b"', b'"caf\xe9"').replace(b"\tb\t", b"\tcaf\xe9\t") + b"\n")
+  read = (lambda: data.read_open_qa(tmp_path, "nq", "dev", kind="data")) if "open_qa" in \
+      relpath else (lambda: list(data.iter_blocks(tmp_path, kind="data")))
+  with pytest.raises(InputError, match="not UTF-8 text") as e:
+    read()
+  assert (e.value.path, e.value.line) == (str(path), len(good.splitlines()) + 1)
+
+
+def test_streamed_non_utf8_text_surfaces_as_a_clean_error(tmp_path, world):
+  _write_world(tmp_path)
+  blocks = tmp_path / "corpus" / "blocks.jsonl"
+  blocks.write_bytes(blocks.read_bytes() + b'{"id": 9, "title": "x", "body": "caf\xe9"}\n')
+  _configure(world, WORLD_DIR=repr(str(tmp_path)))
+  with pytest.raises(tf.errors.OpError) as e:
+    _examples("realm_bench.synthetic.corpus", "train")
+  error = data.input_error_from(e.value)
+  assert error is not None and "blocks.jsonl:3: not UTF-8 text" in str(error)

@@ -211,3 +211,27 @@ def test_matches_tensorflow_text_bert_tokenizer_uncased(learned):
   for text in TEXTS + SENTENCES[:5] + ["Ünïcödé ÀÉÎ straße ﬁne\u200b\u00adword"]:
     expected = reference.tokenize(tf.constant([text])).flat_values.numpy().tolist()
     assert learned.encode(text) == expected, text
+
+
+@pytest.mark.parametrize("name,content", [("empty.txt", b"\n  \n"),
+                                          ("empty.jsonl", b'{"text": ""}\n')])
+def test_a_text_file_with_no_text_is_named(tmp_path, name, content):
+  path = tmp_path / name
+  path.write_bytes(content)
+  with pytest.raises(InputError, match="no text to learn a vocabulary from") as e:
+    vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_files([path]), size=40,
+                               out=tmp_path / "v.txt")
+  assert e.value.path == str(path) and not (tmp_path / "v.txt").exists()
+
+
+def test_vocab_and_text_files_that_are_not_utf8_name_the_line(tmp_path):
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ncaf\xe9\n")
+  with pytest.raises(InputError, match="not UTF-8 text") as e:
+    vocab_lib.WordPieceVocabulary(vocab)
+  assert (e.value.path, e.value.line) == (str(vocab), 6)
+  text = tmp_path / "t.txt"
+  text.write_bytes(b"fine\ncaf\xe9\n")
+  with pytest.raises(InputError, match="not UTF-8 text") as e:
+    list(vocab_lib.texts_from_files([text]))
+  assert e.value.line == 2

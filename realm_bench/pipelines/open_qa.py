@@ -11,7 +11,7 @@ import numpy as np
 from realm_bench.errors import InputError
 from realm_bench.pipelines import base, batching
 from realm_bench.retrieval.embed import Towers, build_index
-from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
+from realm_bench.retrieval.index import ExactIndex, MipsIndex, check_corpus, load_index
 from realm_bench.tasks.metrics import to_text
 from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 
@@ -71,17 +71,17 @@ class OpenQAPipeline(base.Pipeline):
     if self.retriever == "bm25":
       from realm_bench.retrieval.bm25 import Bm25Retriever  # pylint: disable=g-import-not-at-top
       return Bm25Retriever(zip(self.corpus.ids.tolist(), self.corpus.titles, self.corpus.bodies))
-    if self.index_from:
-      index = load_index(Path(self.index_from) / "index")
-      if not np.array_equal(index.ids, self.corpus.ids):
-        raise InputError(f"the index holds {index.num_blocks} blocks that are not the corpus "
-                         f"{self.corpus_task!r} ({len(self.corpus.ids)} blocks)",
-                         path=Path(self.index_from) / "index", field="ids")
+    saved = (Path(self.index_from) / "index" if self.index_from
+             else self.index_path if (self.index_path / "manifest.json").exists() else None)
+    if saved is not None:
+      index = load_index(saved)
+      check_corpus(index, self.corpus.ids, path=saved, corpus=self.corpus_task,
+                   dim=self.proj_dim)
       return index
-    if (self.index_path / "manifest.json").exists():
-      return load_index(self.index_path)
-    if params is None:
-      raise ValueError("OpenQAPipeline needs warm-start parameters to build its index")
+    if params is None:   # evaluate / infer of a run that is not a fine-tuning run
+      raise InputError("no frozen index here: CHECKPOINT_FROM must be a fine-tuning run "
+                       "(runs/finetune.gin saves its index there), or set INDEX_FROM",
+                       path=self.index_path)
     return build_index(
         embed_fn=lambda ids: self.towers.embed_doc_batch(params, ids),
         index_factory=self.index_factory, manifest={"embedder_step": "warm_start"},

@@ -14,11 +14,15 @@ going on the previous index. Here:
   a loader thread has read it; swap.
 
 The trainer never waits except for the very first index (and on resume, if the checkpoint's
-index version has been pruned). If the builder dies, training continues on the last good
-index and the builder is restarted (at most `max_builder_restarts` times); a builder whose
-trainer has gone (even killed with SIGKILL) notices that its parent changed and exits; the
-trainer removes old versions (keeping `keep`, the version in use and the one its newest
-checkpoint names) and exports older than the index in use.
+index version has been pruned). A resumed run first discards the versions and exports made after
+its restored step by the run that was killed (they come from parameters the resumed run will
+never have), and only then starts the builder, so nothing newer than the restored step is ever
+searched; a builder cleans up the unfinished work of the one before it when it starts. If the
+builder dies, training continues on the last good index and the builder is restarted (at most
+`max_builder_restarts` times); a builder whose trainer has gone (even killed with SIGKILL)
+notices that its parent changed and exits; the trainer removes old versions (keeping `keep`,
+the version in use and the one its newest checkpoint names) and exports older than the index in
+use.
 
 Which parameters an index was embedded with is its manifest's `embedder_step`; a step's
 staleness is `train_step - embedder_step`, and the refresh rule is `refresh.refresh_due`, as in
@@ -40,13 +44,14 @@ from typing import Any
 import flax.serialization
 import numpy as np
 
+from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_bytes
 from realm_bench.retrieval import corpus_embedding
 from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import MipsIndex, load_index
-from realm_bench.retrieval.refresh import (Refresher, RefreshConfig, duration_stats,
-                                           latest_version, prune_versions, version_name,
-                                           write_version)
+from realm_bench.retrieval.refresh import (Refresher, RefreshConfig, discard_versions_after,
+                                           duration_stats, latest_version, prune_versions,
+                                           version_name, write_version)
 
 EMBEDDER_DIR = Path("checkpoints") / "embedder"
 CORPUS_DIR = "corpus"
@@ -83,6 +88,30 @@ def exports(export_dir) -> list[tuple[int, Path]]:
     except ValueError:
       continue
   return sorted(out)
+
+
+def discard_exports_after(export_dir, step: int) -> list[int]:
+  """Removes the exports of steps after `step` (a killed run's); returns their steps."""
+  removed = []
+  for export_step, path in exports(export_dir):
+    if export_step > step:
+      path.unlink(missing_ok=True)
+      removed.append(export_step)
+  return removed
+
+
+def remove_unfinished_work(index_root) -> list[str]:
+  """Removes the dot-named folders and files a killed builder leaves in `index_root`: the
+  `.work-vNNNNNNNN` embedding shards (6.8 GB each at paper scale) and half-saved versions.
+  Only one builder runs at a time and the trainer writes there only before starting it."""
+  removed = []
+  for leftover in Path(index_root).glob(".*"):
+    if leftover.is_dir():
+      _rmtree(leftover)
+    else:
+      leftover.unlink(missing_ok=True)
+    removed.append(leftover.name)
+  return sorted(removed)
 
 
 def load_export(path) -> dict[str, Any]:
@@ -124,6 +153,9 @@ def serve(*, run_dir: str, config_text: str, model, index_prototype: MipsIndex,
   embed = jax.jit(model.embed_docs)
   built = _newest_built_step(index_root)
   _log(f"builder started (pid {os.getpid()}, trainer {parent_pid}); newest index step {built}")
+  leftovers = remove_unfinished_work(index_root)
+  if leftovers:
+    _log(f"removed the unfinished work of an earlier builder: {', '.join(leftovers)}")
   while os.getppid() == parent_pid:
     available = exports(run_dir / EMBEDDER_DIR)
     if not available or available[-1][0] <= built:
@@ -218,12 +250,27 @@ class AsyncRefresher(Refresher):
 
   # -- lifecycle ------------------------------------------------------------------------
   def start(self) -> None:
+    """Writes the corpus; starts the builder now when the folder holds no versions or exports
+    (a fresh run: it starts while the trainer compiles), else once the run's step is known
+    (`restore` or the first `maybe_refresh`), after the killed run's newer ones are gone."""
     self.index_root.mkdir(parents=True, exist_ok=True)
     self.export_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in self.index_root.glob(".*"):   # a killed builder's unfinished work
-      if leftover.is_dir():
-        _rmtree(leftover)
+    remove_unfinished_work(self.index_root)
     write_corpus(self.index_root, *self._corpus)
+    if not exports(self.export_dir) and not list(self.index_root.glob("v*")):
+      self._launch(None)
+
+  def _launch(self, step: int | None) -> None:
+    """Starts the builder and the loader thread, first discarding what was made after `step`."""
+    if self._loader is not None:
+      return
+    if step is not None:
+      versions = discard_versions_after(self.index_root, step)
+      steps = discard_exports_after(self.export_dir, step)
+      if versions or steps:
+        print(f"resuming at step {step}: discarded what the interrupted run made after it "
+              f"(index versions {versions or 'none'}, document-tower exports of steps "
+              f"{steps or 'none'})", file=sys.stderr)
     self._start_process()
     self._loader = threading.Thread(target=self._watch, name="index-loader", daemon=True)
     self._loader.start()
@@ -263,7 +310,7 @@ class AsyncRefresher(Refresher):
         continue
       try:
         index = load_index(path)
-      except (OSError, ValueError) as e:   # pruned between LATEST and the read: next poll
+      except (OSError, ValueError, InputError) as e:   # pruned after LATEST named it: next poll
         print(f"index loader: could not read {path}: {e}", file=sys.stderr)
         continue
       with self._lock:
@@ -273,6 +320,7 @@ class AsyncRefresher(Refresher):
   # -- between steps ----------------------------------------------------------------------
   def maybe_refresh(self, step: int, params) -> bool:
     clock = time.perf_counter()
+    self._launch(step)
     self._supervise()
     if self.due(step):
       self._export(step, params)
@@ -334,6 +382,7 @@ class AsyncRefresher(Refresher):
   # -- checkpoints ------------------------------------------------------------------------
   def restore(self, version: str | None, params, step: int) -> None:
     """Reloads the index the checkpoint was using, or waits for one built at `step`."""
+    self._launch(step)
     path = self.index_root / version if version else None
     if path is not None and (path / "manifest.json").exists():
       self.index, self.version_path = load_index(path), path

@@ -76,13 +76,70 @@ def exact_top_k(embeddings: np.ndarray, queries: np.ndarray, k: int, *,
   return best_scores, best_rows
 
 
+def _load_npy(path: Path, **kwargs) -> np.ndarray:
+  """np.load with a clean error: a truncated file otherwise fails inside numpy's mmap."""
+  if not path.is_file():
+    raise InputError("missing from the index folder", path=path)
+  try:
+    return np.load(path, allow_pickle=False, **kwargs)
+  except (ValueError, OSError, EOFError) as e:
+    raise InputError(f"truncated or not a .npy file ({e})", path=path) from None
+
+
+def _count(manifest: dict, key: str, path: Path) -> int:
+  value = manifest.get(key)
+  if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    raise InputError(f"expected a non-negative integer, got {value!r}",
+                     path=path / "manifest.json", field=key)
+  return value
+
+
+def read_files(path: Path, manifest: dict) -> tuple[np.ndarray, np.ndarray]:
+  """(embeddings memmap, ids) of an index folder, checked against its manifest: the shapes it
+  names (num_blocks x dim, one id a row) and the checksum of the rows."""
+  num_blocks, dim = _count(manifest, "num_blocks", path), _count(manifest, "dim", path)
+  embeddings = _load_npy(path / "embeddings.npy", mmap_mode="r")
+  if embeddings.ndim != 2 or embeddings.dtype != np.float32:
+    raise InputError(f"expected a float32 matrix, got {embeddings.dtype} of shape "
+                     f"{embeddings.shape}", path=path / "embeddings.npy")
+  for key, want, got in (("num_blocks", num_blocks, embeddings.shape[0]),
+                         ("dim", dim, embeddings.shape[1])):
+    if want != got:
+      raise InputError(f"the manifest says {key} = {want}, embeddings.npy holds "
+                       f"{embeddings.shape[0]} x {embeddings.shape[1]}",
+                       path=path / "manifest.json", field=key)
+  ids = _load_npy(path / "ids.npy")
+  if ids.shape != (num_blocks,) or not np.issubdtype(ids.dtype, np.integer):
+    raise InputError(f"expected {num_blocks} integer ids (one a row of embeddings.npy), got "
+                     f"{ids.dtype} of shape {ids.shape}", path=path / "ids.npy")
+  if embeddings_checksum(embeddings) != manifest.get("checksum"):
+    raise InputError("index embeddings do not match the manifest checksum",
+                     path=path / "embeddings.npy", field="checksum")
+  return embeddings, ids
+
+
+def check_corpus(index: "MipsIndex", corpus_ids: np.ndarray, *, path, corpus: str,
+                 dim: int | None = None) -> None:
+  """The index covers exactly the corpus's blocks, in its order, at the model's width."""
+  if not np.array_equal(np.asarray(index.ids), np.asarray(corpus_ids)):
+    raise InputError(f"the index holds {index.num_blocks} blocks that are not the corpus "
+                     f"{corpus!r} ({len(corpus_ids)} blocks, in file order): was it built "
+                     "from another corpus?", path=path, field="ids")
+  if dim is not None and index.embeddings.shape[1] != dim:
+    raise InputError(f"the index's embeddings have {index.embeddings.shape[1]} dimensions, "
+                     f"this model's retriever projects to {dim} (another model size?)",
+                     path=path, field="dim")
+
+
 def read_manifest(path) -> tuple[Path, dict[str, Any]]:
   path = Path(path)
   manifest_path = path / "manifest.json"
   if not manifest_path.exists():
     raise InputError("not an index folder (no manifest.json)", path=path)
   try:
-    manifest = json.loads(manifest_path.read_text())
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+  except UnicodeDecodeError as e:
+    raise InputError(f"not UTF-8 text ({e.reason})", path=manifest_path) from None
   except json.JSONDecodeError as e:
     raise InputError(f"not valid JSON: {e.msg}", path=manifest_path, line=e.lineno) from None
   if not isinstance(manifest, dict):
@@ -154,11 +211,8 @@ class MipsIndex(abc.ABC):
       raise InputError(f"index kind is {manifest.get('kind')!r}, expected {cls.kind!r} "
                        "(load_index picks the class from the manifest)",
                        path=path / "manifest.json", field="kind")
-    embeddings = np.load(path / "embeddings.npy", mmap_mode="r")
-    if embeddings_checksum(embeddings) != manifest.get("checksum"):
-      raise InputError("index embeddings do not match the manifest checksum",
-                       path=path / "embeddings.npy", field="checksum")
-    return cls._restore(path, embeddings, np.load(path / "ids.npy"), manifest)
+    embeddings, ids = read_files(path, manifest)
+    return cls._restore(path, embeddings, ids, manifest)
 
 
 # Every index kind by the manifest `kind` it writes: "module:Class", imported only when an index

@@ -84,6 +84,38 @@ def prune_versions(index_root, keep: int, protected=()) -> None:
       shutil.rmtree(old, ignore_errors=True)
 
 
+def version_step(path) -> int | None:
+  """The embedder step a version folder is named after (`v00000050` -> 50), else None."""
+  name = Path(path).name
+  return int(name[1:]) if name.startswith("v") and name[1:].isdigit() else None
+
+
+def discard_versions_after(index_root, step: int) -> list[str]:
+  """Removes the versions embedded after `step` and points LATEST at the newest one left.
+
+  A run killed at step 60 and resumed from its checkpoint of step 50 replays steps 51-60 with
+  the parameters of step 50; an index embedded from the killed run's step 60 comes from
+  parameters that will never exist (searching it would log a negative staleness). Returns the
+  names removed.
+  """
+  index_root = Path(index_root)
+  removed = []
+  for path in sorted(index_root.glob("v*")):
+    embedded = version_step(path)
+    if path.is_dir() and embedded is not None and embedded > step:
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path.name)
+  if removed:
+    left = [p for p in sorted(index_root.glob("v*"))
+            if p.is_dir() and version_step(p) is not None]
+    pointer = index_root / LATEST
+    if left:
+      atomic_write_text(pointer, left[-1].name + "\n")
+    else:
+      pointer.unlink(missing_ok=True)
+  return removed
+
+
 def duration_stats(durations) -> dict:
   """What a run record says of its refreshes (both modes)."""
   return {"num_refreshes": len(durations),
@@ -182,6 +214,7 @@ class SyncRefresher(Refresher):
     self.last_refresh_step = self.embedder_step
 
   def restore(self, version, params, step):
+    discard_versions_after(self.index_root, step)
     path = self.index_root / version if version else None
     if path is not None and (path / "manifest.json").exists():
       self._use(load_index(path), path)
