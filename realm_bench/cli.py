@@ -62,6 +62,10 @@ def _resources_args(p: argparse.ArgumentParser) -> None:
 
 def _world_args(p):
   p.add_argument("--out", required=True, help="folder to write the synthetic world into")
+  p.add_argument("--stats", action="store_true",
+                 help="also measure the fitness gates (BM25, random and oracle recall, answer "
+                      "prior, gold-block recall) of every benchmark's dev split and write them "
+                      "to OUT/gates.json (default: off)")
   _gin_args(p)
 
 
@@ -213,6 +217,13 @@ def world(args, bindings) -> int:
   parse_gin(args.gin_file or ["world/default.gin"], bindings, strict=True, **_gin_sources(args))
   manifest = world_lib.generate(out_dir=args.out, config=world_lib.WorldConfig())
   print(world_lib.summary(manifest, args.out))
+  if args.stats:
+    from realm_bench import world_gates  # pylint: disable=g-import-not-at-top
+    from realm_bench.io_utils import atomic_write_text  # pylint: disable=g-import-not-at-top
+    measured = {b: world_gates.gates(args.out, benchmark=b) for b in ("nq", "wq", "trec")}
+    for benchmark, g in measured.items():
+      print(f"\nfitness gates, {benchmark} dev:\n{world_gates.format_gates(g)}")
+    atomic_write_text(Path(args.out) / "gates.json", json.dumps(measured, indent=1) + "\n")
   return 0
 
 

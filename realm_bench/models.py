@@ -66,6 +66,23 @@ def realm_log_likelihood(retrieval_scores, token_log_probs, mask_weights, candid
   return jax.nn.logsumexp(joint, axis=-1)
 
 
+def source_block_masses(retrieval_scores, token_log_probs, mask_weights, candidate_valid,
+                        is_source):
+  """Mean p(z|x) and p(z|x,y) of the source block, over sentences whose source is a candidate.
+
+  The retriever's gradient on a candidate's score is p(z|x,y) - p(z|x): the posterior above the
+  prior is the reader's vote for the block that holds the fact, so the gap between these two is
+  how much REALM's objective can teach the retriever per example.
+  """
+  log_pz = masked_log_softmax(retrieval_scores, candidate_valid)
+  log_py_z = jnp.sum(token_log_probs * mask_weights[:, None, :], axis=-1)
+  log_post = masked_log_softmax(log_pz + log_py_z, candidate_valid)
+  present = jnp.any(is_source, axis=-1)
+  count = jnp.maximum(jnp.sum(present), 1.0)
+  mass = lambda log_p: jnp.sum(jnp.where(is_source, jnp.exp(log_p), 0.0)) / count
+  return {"source_prior": mass(log_pz), "source_posterior": mass(log_post)}
+
+
 def marginal_span_log_likelihood(logits, gold, valid):
   """log sum_{gold} exp(logit) - log sum_{valid} exp(logit), over all trailing axes.
 
@@ -342,7 +359,11 @@ class RealmPretrainModel(_RetrieverModel):
                                    per_mask=self.per_mask_marginal)
     num_masks = jnp.maximum(jnp.sum(weights), 1.0)
     loss = -jnp.sum(log_lik) / num_masks
-    return loss, self._metrics(scores, token_log_probs, weights, valid, log_lik, num_masks)
+    metrics = self._metrics(scores, token_log_probs, weights, valid, log_lik, num_masks)
+    if "cand_is_source" in batch:
+      metrics.update(source_block_masses(scores, token_log_probs, weights, valid,
+                                         batch["cand_is_source"] > 0))
+    return loss, metrics
 
   def _metrics(self, scores, token_log_probs, weights, valid, log_lik, num_masks):
     seq_log_probs = jnp.sum(token_log_probs * weights[:, None, :], axis=-1)  # [B, K]

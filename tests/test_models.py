@@ -62,6 +62,18 @@ def test_per_mask_marginal_matches_released_code_form():
     assert got[b, m] == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 
+def test_source_block_masses_are_its_prior_and_posterior_over_rows_that_hold_it():
+  scores, tlp, w, valid = _random_inputs()
+  valid[:] = True
+  is_source = np.zeros(valid.shape, bool)
+  is_source[0, 2] = True                     # row 1 has no source candidate: not counted
+  got = models.source_block_masses(scores, tlp, w, valid, is_source)
+  p_z = np.exp(scores[0]) / np.exp(scores[0]).sum()
+  joint = p_z * np.exp(np.sum(tlp[0] * w[0][None, :], axis=-1))
+  assert float(got["source_prior"]) == pytest.approx(p_z[2], rel=1e-5)
+  assert float(got["source_posterior"]) == pytest.approx(joint[2] / joint.sum(), rel=1e-5)
+
+
 def test_retriever_gradient_is_the_papers_r_of_z():
   """d log p(y|x) / d f(x,z) = [p(y|z,x) / p(y|x) - 1] p(z|x)   (REALM, Appendix A)."""
   scores, tlp, w, valid = _random_inputs()

@@ -78,7 +78,9 @@ def test_pretraining_refreshes_the_index_and_logs_staleness(world, realm):
   latest = (run_dir / "index" / "LATEST").read_text().strip()
   manifest = json.loads((run_dir / "index" / latest / "manifest.json").read_text())
   assert manifest["embedder_step"] == 4 and manifest["num_blocks"] > 0
-  assert {"retrieval_utility", "null_doc_prob"} <= set(rows[-1])
+  assert {"retrieval_utility", "null_doc_prob", "source_block_retrieved"} <= set(rows[-1])
+  assert all(0.0 <= r["source_prior"] <= 1.0 and 0.0 <= r["source_posterior"] <= 1.0
+             for r in rows)
 
 
 def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):

@@ -88,3 +88,14 @@ def test_wordpiece_lengths_with_a_vocabulary(tiny, tmp_path):
     assert stats["max"] >= stats["p99"] >= stats["mean"] > g[f"{what}_words"]["mean"] / 2
   assert g["question_wordpieces"]["mean"] >= g["question_words"]["mean"] + 2   # [CLS], [SEP]
   json.dumps(g)   # plain values, ready for a run record
+
+
+def test_world_command_with_stats_prints_and_writes_the_gates(tmp_path, capsys):
+  from realm_bench import cli  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "w"
+  assert cli.main(["world", "--out", str(out), "--gin_file", "world/tiny.gin", "--stats"]) == 0
+  printed = capsys.readouterr().out
+  written = json.loads((out / "gates.json").read_text())
+  assert set(written) == {"nq", "wq", "trec"}
+  assert written["nq"] == world_gates.gates(out, benchmark="nq")
+  assert "fitness gates, trec dev:" in printed and "bm25_recall@5" in printed

@@ -98,6 +98,9 @@ REALM_BATCH = BatchSpec("realm_pretrain", {
                        "[CLS] x [SEP] body [SEP] for the knowledge-augmented encoder"),
     "joint_types": Field(("batch", "candidates", "joint_len"), "int32", "segment ids (body = 1)"),
     "cand_valid": Field(("batch", "candidates"), "float32", "1 for a real candidate"),
+    "cand_is_source": Field(("batch", "candidates"), "float32",
+                            "1 for the block the sentence was taken from (metrics only)",
+                            optional=True),
 })
 
 OPEN_QA_BATCH = BatchSpec("open_qa", {

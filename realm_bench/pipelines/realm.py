@@ -88,10 +88,13 @@ class RealmPipeline(base.Pipeline):
     batch = self._batch(raw, cands)
     if not self.exclude_source_block:
       # How often the block a sentence restates is among its candidates: the chance the
-      # reader has to use retrieval, and what the retriever's gradient can reward.
+      # reader has to use retrieval, and what the retriever's gradient can reward. The model
+      # logs the prior and posterior mass on it (`source_prior`, `source_posterior`).
       source = np.array([e["block_id"] for e in raw])
-      found = [(c == b).any() for c, b in zip(cands, source) if b >= 0]
-      if found:
+      is_source = (cands == source[:, None]) & (source[:, None] >= 0)
+      batch["cand_is_source"] = np.pad(is_source, ((0, 0), (1, 0))).astype(np.float32)
+      found = is_source.any(axis=1)[source >= 0]
+      if found.size:
         batch[HOST_METRICS_KEY] = {"source_block_retrieved": float(np.mean(found))}
     return batch
 

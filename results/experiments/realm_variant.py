@@ -1,0 +1,40 @@
+"""A REALM pre-training variant from a quickstart's BERT and ICT runs, and its recall.
+
+  python results/experiments/realm_variant.py OUT NAME [--oracle] [gin bindings...]
+
+`--oracle` makes the source block candidate 1 of every sentence (the reader test of the log:
+does the knowledge-augmented encoder learn to read a block that holds the answer?).
+Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from realm_bench import quickstart
+from realm_bench.pipelines import batching, realm
+
+
+def oracle_prepare(self, step, params, raw):
+  del step
+  query_ids = batching.pad_rows([e["inputs"] for e in raw], self.lengths.query)
+  q = self.towers.embed_queries(params, query_ids, batch_size=len(raw))
+  _, retrieved = self.refresher.index.search(q, self.num_candidates - 1)
+  source = np.array([e["block_id"] for e in raw])
+  rest = batching.select_candidates(retrieved, source, self.num_candidates - 2)
+  return self._batch(raw, np.concatenate([source[:, None], rest], axis=1))
+
+
+if __name__ == "__main__":
+  args = sys.argv[1:]
+  if "--oracle" in args:
+    args.remove("--oracle")
+    realm.RealmPipeline.prepare = oracle_prepare
+  out, name, extra = Path(args[0]), args[1], args[2:]
+  sys.argv = sys.argv[:1]
+  config = quickstart.QuickstartConfig()
+  stages = quickstart._Stages(out, config)  # pylint: disable=protected-access
+  runs = out / "runs"
+  run = stages.train(name, ["runs/pretrain.gin"],
+                     quickstart.pretrain_bindings(config, runs / "ict", runs / "bert") + extra)
+  stages.recall(name + "_recall_dev", "realm", run)
