@@ -36,64 +36,10 @@ from realm_bench.models_base import BaseModel
 from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
 from realm_bench.networks.embedder import Retriever, inner_products
 from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
+from realm_bench.objectives import (marginal_span_log_likelihood, realm_log_likelihood,
+                                    source_block_masses)
 
 Batch = Mapping[str, Any]
-
-
-# ------------------------------------------------------------------------------------------
-# The maths, as pure functions (tests compare them with direct computations).
-# ------------------------------------------------------------------------------------------
-
-def masked_log_softmax(scores, valid):
-  return jax.nn.log_softmax(jnp.where(valid, scores, NEG_INF), axis=-1)
-
-
-def realm_log_likelihood(retrieval_scores, token_log_probs, mask_weights, candidate_valid,
-                         *, per_mask: bool = False):
-  """log p(y|x) = log sum_z p(z|x) p(y|z,x) over the K candidates.
-
-  retrieval_scores [B, K]; token_log_probs [B, K, M] = log p(y_m | z, x); mask_weights [B, M].
-  The paper's p(y|z,x) is the product over the masked tokens (per_mask=False, returns [B]).
-  The released REALM code marginalises each masked token separately (per_mask=True, [B, M]).
-  """
-  log_pz = masked_log_softmax(retrieval_scores, candidate_valid)
-  if per_mask:
-    joint = log_pz[:, :, None] + token_log_probs
-    joint = jnp.where(candidate_valid[:, :, None], joint, NEG_INF)
-    return jax.nn.logsumexp(joint, axis=1) * mask_weights
-  log_py_z = jnp.sum(token_log_probs * mask_weights[:, None, :], axis=-1)
-  joint = jnp.where(candidate_valid, log_pz + log_py_z, NEG_INF)
-  return jax.nn.logsumexp(joint, axis=-1)
-
-
-def source_block_masses(retrieval_scores, token_log_probs, mask_weights, candidate_valid,
-                        is_source):
-  """Mean p(z|x) and p(z|x,y) of the source block, over sentences whose source is a candidate.
-
-  The retriever's gradient on a candidate's score is p(z|x,y) - p(z|x): the posterior above the
-  prior is the reader's vote for the block that holds the fact, so the gap between these two is
-  how much REALM's objective can teach the retriever per example.
-  """
-  log_pz = masked_log_softmax(retrieval_scores, candidate_valid)
-  log_py_z = jnp.sum(token_log_probs * mask_weights[:, None, :], axis=-1)
-  log_post = masked_log_softmax(log_pz + log_py_z, candidate_valid)
-  present = jnp.any(is_source, axis=-1)
-  count = jnp.maximum(jnp.sum(present), 1.0)
-  mass = lambda log_p: jnp.sum(jnp.where(is_source, jnp.exp(log_p), 0.0)) / count
-  return {"source_prior": mass(log_pz), "source_posterior": mass(log_post)}
-
-
-def marginal_span_log_likelihood(logits, gold, valid):
-  """log sum_{gold} exp(logit) - log sum_{valid} exp(logit), over all trailing axes.
-
-  Returns ([B], has_gold [B]); rows without a gold entry contribute nothing to the loss.
-  """
-  flat = lambda x: x.reshape(x.shape[0], -1)
-  logits, gold, valid = flat(logits), flat(gold) & flat(valid), flat(valid)
-  has_gold = jnp.any(gold, axis=-1)
-  num = jax.nn.logsumexp(jnp.where(gold, logits, NEG_INF), axis=-1)
-  den = jax.nn.logsumexp(jnp.where(valid, logits, NEG_INF), axis=-1)
-  return jnp.where(has_gold, num - den, 0.0), has_gold
 
 
 def _train_mode(dropout_rng) -> dict:

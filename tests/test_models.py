@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from realm_bench import models
+from realm_bench import models, objectives
 from realm_bench.errors import InputError
 from realm_bench.networks.bert import BertConfig
 from realm_bench.networks.reader import span_validity
@@ -48,13 +48,13 @@ def _random_inputs(b=3, k=4, m=3):
 
 def test_marginal_likelihood_equals_direct_sum():
   scores, tlp, w, valid = _random_inputs()
-  got = models.realm_log_likelihood(scores, tlp, w, valid)
+  got = objectives.realm_log_likelihood(scores, tlp, w, valid)
   np.testing.assert_allclose(got, _direct_log_likelihood(scores, tlp, w, valid), rtol=1e-5)
 
 
 def test_per_mask_marginal_matches_released_code_form():
   scores, tlp, w, valid = _random_inputs()
-  got = np.asarray(models.realm_log_likelihood(scores, tlp, w, valid, per_mask=True))
+  got = np.asarray(objectives.realm_log_likelihood(scores, tlp, w, valid, per_mask=True))
   for b, m in itertools.product(range(3), range(3)):
     zs = valid[b]
     p_z = np.exp(scores[b, zs]) / np.exp(scores[b, zs]).sum()
@@ -67,7 +67,7 @@ def test_source_block_masses_are_its_prior_and_posterior_over_rows_that_hold_it(
   valid[:] = True
   is_source = np.zeros(valid.shape, bool)
   is_source[0, 2] = True                     # row 1 has no source candidate: not counted
-  got = models.source_block_masses(scores, tlp, w, valid, is_source)
+  got = objectives.source_block_masses(scores, tlp, w, valid, is_source)
   p_z = np.exp(scores[0]) / np.exp(scores[0]).sum()
   joint = p_z * np.exp(np.sum(tlp[0] * w[0][None, :], axis=-1))
   assert float(got["source_prior"]) == pytest.approx(p_z[2], rel=1e-5)
@@ -78,7 +78,7 @@ def test_retriever_gradient_is_the_papers_r_of_z():
   """d log p(y|x) / d f(x,z) = [p(y|z,x) / p(y|x) - 1] p(z|x)   (REALM, Appendix A)."""
   scores, tlp, w, valid = _random_inputs()
   valid[:] = True
-  grad = jax.grad(lambda s: jnp.sum(models.realm_log_likelihood(s, tlp, w, valid)))(scores)
+  grad = jax.grad(lambda s: jnp.sum(objectives.realm_log_likelihood(s, tlp, w, valid)))(scores)
   p_z = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
   p_y_z = np.exp(np.sum(tlp * w[:, None, :], axis=-1))
   p_y = np.sum(p_z * p_y_z, axis=-1, keepdims=True)
@@ -87,11 +87,11 @@ def test_retriever_gradient_is_the_papers_r_of_z():
 
 def test_padded_candidates_and_masks_change_nothing():
   scores, tlp, w, valid = _random_inputs()
-  base = models.realm_log_likelihood(scores, tlp, w, valid)
+  base = objectives.realm_log_likelihood(scores, tlp, w, valid)
   scores2, tlp2 = scores.copy(), tlp.copy()
   scores2[1, -1] = 50.0          # an invalid candidate with a huge score
   tlp2[0, :, -1] = -30.0         # a padded mask slot with a terrible prediction
-  np.testing.assert_allclose(models.realm_log_likelihood(scores2, tlp2, w, valid), base,
+  np.testing.assert_allclose(objectives.realm_log_likelihood(scores2, tlp2, w, valid), base,
                              rtol=1e-6)
 
 
@@ -101,7 +101,7 @@ def test_marginal_span_log_likelihood_direct():
   gold = np.zeros(logits.shape, bool)
   gold[0, 1, 2, 0] = gold[0, 0, 1, 1] = True
   valid[0, 1, 2, 0] = valid[0, 0, 1, 1] = True
-  ll, has = models.marginal_span_log_likelihood(logits, gold, valid)
+  ll, has = objectives.marginal_span_log_likelihood(logits, gold, valid)
   e = np.exp(logits[0])
   want = np.log(e[gold[0]].sum()) - np.log(e[valid[0]].sum())
   assert float(ll[0]) == pytest.approx(want, rel=1e-5)

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import jax.numpy as jnp
 
-from realm_bench import models, quickstart
+from realm_bench import models, objectives, quickstart
 
 
 def source_cross_entropy(self, params, batch, dropout_rng):
   loss, metrics = ORIGINAL(self, params, batch, dropout_rng)
   scores, _ = self._forward(params, batch, dropout_rng)
-  log_pz = models.masked_log_softmax(scores, batch["cand_valid"] > 0)
+  log_pz = objectives.masked_log_softmax(scores, batch["cand_valid"] > 0)
   is_source = batch["cand_is_source"] > 0
   present = jnp.any(is_source, axis=-1)
   picked = jnp.sum(jnp.where(is_source, log_pz, 0.0), axis=-1)
