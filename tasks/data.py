@@ -57,6 +57,7 @@ import seqio
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import read_jsonl, read_lines
+from realm_bench.tasks import config
 from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 
 OPEN_QA_FOLDERS = ("nq", "wq", "trec")
@@ -85,14 +86,15 @@ REAL_DATA = {
 
 @gin.configurable
 def world_dir(path=None) -> Path:
-  """The synthetic world's root folder (macro WORLD_DIR)."""
-  return _existing_root(path, "world")
+  """The synthetic world's root folder (macro WORLD_DIR, else `configure(world_dir=...)`)."""
+  return _existing_root(path if path is not None else config.current().world_dir, "world")
 
 
 @gin.configurable
 def data_dir(path=None) -> Path:
-  """The real data's root folder (macro DATA_DIR), laid out as this module describes."""
-  return _existing_root(path, "data")
+  """The real data's root folder (macro DATA_DIR, else `configure(data_dir=...)`), laid out as
+  this module describes."""
+  return _existing_root(path if path is not None else config.current().data_dir, "data")
 
 
 ROOTS: Mapping[str, Callable[[], Path]] = {"world": world_dir, "data": data_dir}
@@ -102,11 +104,12 @@ _MACROS = {"world": "WORLD_DIR", "data": "DATA_DIR"}
 def _how_to_make(kind: str, relpath: str = "") -> str:
   if kind == "world":
     return ("make a synthetic world with `realm-bench world --out DIR`, then pass "
-            "--gin.WORLD_DIR=\"'DIR'\"")
+            f"--gin.WORLD_DIR=\"'DIR'\" (from Python: {config.API}(world_dir=DIR))")
   source = next((v for k, v in REAL_DATA.items() if relpath.startswith(k)), None)
   where = f" ({source})" if source else ""
   return (f"put the real data{where} in a folder laid out as realm_bench/tasks/data.py "
-          "describes, then pass --gin.DATA_DIR=\"'DIR'\"")
+          "describes, then pass --gin.DATA_DIR=\"'DIR'\" "
+          f"(from Python: {config.API}(data_dir=DIR))")
 
 
 def _existing_root(path, kind: str) -> Path:

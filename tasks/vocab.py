@@ -29,6 +29,7 @@ import seqio
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_text, read_lines
+from realm_bench.tasks import config
 from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
@@ -37,7 +38,8 @@ RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 SUFFIX = "##"
 
 _HINT = ("learn one with `realm-bench vocab --world DIR --size N --out vocab.txt` or use BERT's "
-         "uncased vocab.txt, then pass --gin.VOCAB_PATH=\"'vocab.txt'\"")
+         "uncased vocab.txt, then pass --gin.VOCAB_PATH=\"'vocab.txt'\" (from Python: "
+         f"{config.API}(vocab_path=...))")
 
 
 def _read_vocab_file(path: Path) -> list[str]:
@@ -229,7 +231,10 @@ def _load(path: str) -> WordPieceVocabulary:
 
 @gin.configurable
 def get_vocabulary(path=None) -> WordPieceVocabulary:
-  """The vocabulary the tasks and models use (macro VOCAB_PATH); one instance per file."""
+  """The vocabulary the tasks and models use (macro VOCAB_PATH, else `configure(vocab_path=...)`);
+  one instance per file."""
+  if path is None:
+    path = config.current().vocab_path
   if path is None:
     raise InputError(f"no vocabulary configured; {_HINT}")
   return _load(str(Path(path).expanduser().resolve()))
