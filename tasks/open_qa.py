@@ -6,8 +6,11 @@ matched at the start of the prediction, the others use the official exact match.
 and postprocess functions live in `realm_bench.tasks.metrics` and are bound by qualified name,
 imported on first call, so registering tasks does not depend on that module loading.
 
-Examples: `inputs` ([CLS] question [SEP], int32, at most QUERY_LEN), `question` (string) and
-`answers` (string vector, every gold kept: a question is right when any gold matches).
+Examples: `inputs` ([CLS] question [SEP], int32, at most QUERY_LEN), `question` (string),
+`answers` (string vector, every gold kept: a question is right when any gold matches), and
+`targets_pretokenized` / `targets` (the first gold, as text and as wordpieces without specials,
+at most sequence_length["targets"]), the features `seqio.Evaluator` and seqio's feature
+converters expect; `qa_postprocess` still scores against every gold in `answers`.
 """
 from __future__ import annotations
 
@@ -81,8 +84,9 @@ def make_task(spec: OpenQASpec, kind: str) -> seqio.Task:
   return seqio.Task(
       task_name_of(spec, kind),
       source=source,
-      output_features={"inputs": preprocessors.token_feature()},
-      preprocessors=[preprocessors.tokenize_query],
+      output_features={"inputs": preprocessors.token_feature(),
+                       "targets": preprocessors.token_feature()},
+      preprocessors=[preprocessors.tokenize_query, preprocessors.first_answer_as_targets],
       postprocess_fn=PostprocessByName(f"{METRICS_MODULE}.qa_postprocess"),
       metric_fns=[MetricByName(f"{METRICS_MODULE}.{spec.metric}")])
 

@@ -62,6 +62,26 @@ def tokenize_query(dataset: tf.data.Dataset, output_features,
   return dataset.map(fn, num_parallel_calls=AUTOTUNE)
 
 
+def first_answer_as_targets(dataset: tf.data.Dataset, output_features,
+                            sequence_length) -> tf.data.Dataset:
+  """answers -> targets_pretokenized = the first gold, targets = its wordpieces (no specials).
+
+  seqio's Evaluator and feature converters expect a `targets` feature; one gold is all a
+  sequence can hold, so the full list stays in `answers`, where `qa_postprocess` reads every
+  gold back for scoring. Cut to sequence_length["targets"] wordpieces.
+  """
+  vocab = task_vocabulary(output_features)
+  budget = data.feature_length(sequence_length, "targets", "Open-QA")
+
+  def fn(ex):
+    ex = dict(ex)
+    ex["targets_pretokenized"] = ex["answers"][0]
+    ex["targets"] = vocab.encode_tf(ex["answers"][0])[:budget]
+    return ex
+
+  return dataset.map(fn, num_parallel_calls=AUTOTUNE)
+
+
 def tokenize_block(dataset: tf.data.Dataset, output_features,
                    sequence_length) -> tf.data.Dataset:
   """title, body -> inputs = [CLS] title [SEP] body [SEP] within BLOCK_LEN, body cut first.

@@ -123,9 +123,12 @@ def test_every_task_registers_and_importing_twice_is_fine():
 def test_open_qa_features(configured, name):
   v = _vocab()
   (dev,) = _examples(name, "validation")
-  assert set(dev) == {"inputs", "question", "answers"}
+  assert set(dev) == {"inputs", "question", "answers", "targets", "targets_pretokenized"}
   assert dev["question"].decode() == "who founded Zoë Café?"  # validation reads dev.jsonl
   assert [a.decode() for a in dev["answers"]] == ["Éric Straße", "Eric"]
+  # seqio's targets: the first gold, as text and as wordpieces without [CLS]/[SEP].
+  assert dev["targets_pretokenized"].decode() == "Éric Straße"
+  assert dev["targets"].dtype == np.int32 and dev["targets"].tolist() == v.encode("Éric Straße")
   assert dev["inputs"].dtype == np.int32 and dev["inputs"].ndim == 1
   assert dev["inputs"].tolist() == [v.cls_id, *v.encode("who founded Zoë Café?"), v.sep_id]
   if name != "realm_bench.synthetic.nq_open":
