@@ -231,3 +231,29 @@ def recall_at_k(retrieved_texts: Sequence[Sequence[str]], answers_list: Sequence
       any(has_answer(block, answers, matcher=matcher) for block in blocks[:k])
       for blocks, answers in zip(retrieved_texts, answers_list))
   return hits / len(answers_list)
+
+
+class RecallAtK:
+  """Recall@k as a seqio metric function: (targets, predictions) -> {"recall@k": percent}.
+
+  targets: each question's gold list (what `qa_postprocess` gives seqio); predictions: each
+  question's retrieved block texts, best first. A percentage, like the exact match beside it.
+  A class rather than a closure so that seqio sees the two-argument signature and it pickles.
+  """
+
+  def __init__(self, k: int, matcher: str = "string"):
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+      raise ValueError(f"k must be a positive integer, got {k!r}")
+    if matcher not in RECALL_MATCHERS:
+      raise ValueError(f"unknown recall matcher {matcher!r}; expected one of {RECALL_MATCHERS}")
+    self.k, self.matcher = k, matcher
+    self.__name__ = f"recall_at_{k}"
+
+  def __call__(self, targets: Sequence[Sequence[str]],
+               predictions: Sequence[Sequence[str]]) -> dict[str, float]:
+    blocks = [[to_text(b) for b in p] for p in predictions]
+    return {f"recall@{self.k}": 100.0 * recall_at_k(blocks, targets, k=self.k,
+                                                    matcher=self.matcher)}
+
+  def __repr__(self):
+    return f"RecallAtK(k={self.k}, matcher={self.matcher!r})"
