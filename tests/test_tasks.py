@@ -105,6 +105,7 @@ EXPECTED_TASKS = {
     "realm_bench.synthetic.nq_open", "realm_bench.synthetic.web_questions",
     "realm_bench.synthetic.curated_trec", "realm_bench.pretrain", "realm_bench.synthetic.pretrain",
     "realm_bench.corpus", "realm_bench.synthetic.corpus",
+    "realm_bench.pretrain_blocks", "realm_bench.synthetic.pretrain_blocks",
 }
 
 
