@@ -18,3 +18,22 @@ def _no_gin_config_from_other_tests():
   of configurables another test constructs by hand."""
   gin.clear_config()
   yield
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+  """A tiny synthetic world and its vocabulary, one per test module, with a persistent
+  compilation cache so the module's runs and their resumed twins compile once."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from realm_bench import gin_utils  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
+  root = tmp_path_factory.mktemp("world")
+  jax.config.update("jax_compilation_cache_dir", str(root / "jax_cache"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  gin_utils.parse_gin(["world/tiny.gin"], [])
+  world_lib.generate(out_dir=root / "world", config=world_lib.WorldConfig())
+  vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_world(root / "world"), size=500,
+                             out=root / "vocab.txt")
+  yield root
+  jax.config.update("jax_compilation_cache_dir", None)

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import gin
-import jax
 import numpy as np
 import pytest
 
@@ -17,23 +16,8 @@ from realm_bench import cli, gin_utils
 from realm_bench import eval as eval_lib
 from realm_bench import train as train_lib
 from realm_bench.reporting.records import read_record
-from realm_bench.tasks import vocab as vocab_lib
-from realm_bench.tasks import world as world_lib
 
 OVERLAYS = ["sizes/tiny.gin", "testing/tiny.gin"]
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-  root = tmp_path_factory.mktemp("realm")
-  jax.config.update("jax_compilation_cache_dir", str(root / "jax_cache"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  gin_utils.parse_gin(["world/tiny.gin"], [])
-  world_lib.generate(out_dir=root / "world", config=world_lib.WorldConfig())
-  vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_world(root / "world"), size=500,
-                             out=root / "vocab.txt")
-  yield root
-  jax.config.update("jax_compilation_cache_dir", None)
 
 
 def _bindings(root: Path, run: str, **macros) -> list[str]:

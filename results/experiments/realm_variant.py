@@ -25,16 +25,22 @@ def oracle_prepare(self, step, params, raw):
   return self._batch(raw, np.concatenate([source[:, None], rest], axis=1))
 
 
+def run(out: Path, name: str, bindings: list[str]) -> None:
+  """REALM pre-training NAME from OUT's BERT and ICT runs with the quickstart's settings plus
+  `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev)."""
+  config = quickstart.QuickstartConfig()
+  stages = quickstart._Stages(out, config)  # pylint: disable=protected-access
+  runs = out / "runs"
+  run_dir = stages.train(name, ["runs/pretrain.gin"],
+                         quickstart.pretrain_bindings(config, runs / "ict", runs / "bert")
+                         + bindings)
+  stages.recall(name + "_recall_dev", "realm", run_dir)
+
+
 if __name__ == "__main__":
   args = sys.argv[1:]
   if "--oracle" in args:
     args.remove("--oracle")
     realm.RealmPipeline.prepare = oracle_prepare
-  out, name, extra = Path(args[0]), args[1], args[2:]
   sys.argv = sys.argv[:1]
-  config = quickstart.QuickstartConfig()
-  stages = quickstart._Stages(out, config)  # pylint: disable=protected-access
-  runs = out / "runs"
-  run = stages.train(name, ["runs/pretrain.gin"],
-                     quickstart.pretrain_bindings(config, runs / "ict", runs / "bert") + extra)
-  stages.recall(name + "_recall_dev", "realm", run)
+  run(Path(args[0]), args[1], args[2:])

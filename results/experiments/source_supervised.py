@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 
-from realm_bench import models, objectives, quickstart
+from realm_bench import models, objectives
 
 
 def source_cross_entropy(self, params, batch, dropout_rng):
@@ -29,12 +29,8 @@ def source_cross_entropy(self, params, batch, dropout_rng):
 ORIGINAL = models.RealmPretrainModel.loss_fn
 
 if __name__ == "__main__":
+  from realm_variant import run  # pylint: disable=g-import-not-at-top  (this folder)
   out, name, extra = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
   sys.argv = sys.argv[:1]
   models.RealmPretrainModel.loss_fn = source_cross_entropy
-  config = quickstart.QuickstartConfig()
-  stages = quickstart._Stages(out, config)  # pylint: disable=protected-access
-  runs = out / "runs"
-  run = stages.train(name, ["runs/pretrain.gin"],
-                     quickstart.pretrain_bindings(config, runs / "ict", runs / "bert") + extra)
-  stages.recall(name + "_recall_dev", "realm", run)
+  run(out, name, extra)
