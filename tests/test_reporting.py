@@ -434,5 +434,9 @@ def test_summary_pairs_outcomes_question_by_question(tmp_path):
               metrics={"exact_match": 25.0 * outcomes.count("1")}, outcomes=outcomes)
   text = summary.quickstart_summary(tmp_path)
   assert "| REALM − ORQA, EM test | +50.0 | 28.9 | +1.7 | REALM within 2 SE: not an effect |" in text
+  recs = summary.evaluation_records(tmp_path)
+  realm, orqa = recs[("realm", "evaluate", "test")], recs[("orqa", "evaluate", "test")]
+  assert summary.paired_difference(realm, orqa) == pytest.approx((50.0, 28.8675), rel=1e-4)
+  assert summary.paired_difference(realm, None) is None
   with pytest.raises(InputError, match="outcomes"):
     write_run(tmp_path, "bad", num_examples=3, outcomes="10")

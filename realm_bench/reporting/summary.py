@@ -21,7 +21,7 @@ RETRIEVERS = (("random", "random_retrieval"), ("BM25", "bm25"), ("ICT (ORQA's)",
 COMPARED = ("orqa", "bm25_reader", "closed_book")
 
 
-def _records(runs_dir) -> dict[tuple[str, str, str], RunRecord]:
+def evaluation_records(runs_dir) -> dict[tuple[str, str, str], RunRecord]:
   """(experiment, kind, split) -> record, for the evaluations under runs_dir."""
   out = {}
   for path in sorted(Path(runs_dir).rglob(RECORD_NAME)):
@@ -31,7 +31,7 @@ def _records(runs_dir) -> dict[tuple[str, str, str], RunRecord]:
   return out
 
 
-def _outcomes(record: RunRecord | None) -> np.ndarray | None:
+def outcomes(record: RunRecord | None) -> np.ndarray | None:
   if record is None or record.outcomes is None:
     return None
   return np.frombuffer(record.outcomes.encode(), np.uint8) - ord("0")
@@ -48,20 +48,29 @@ def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
   return float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
 
 
-def _metric(record: RunRecord | None, name: str) -> float | None:
+def metric_of(record: RunRecord | None, name: str) -> float | None:
   return None if record is None else record.metrics.get(name)
 
 
-def _fmt(value) -> str:
+def fmt(value) -> str:
   return "—" if value is None or (isinstance(value, float) and math.isnan(value)) \
       else f"{value:.1f}"
 
 
+def paired_difference(a: RunRecord | None, b: RunRecord | None) -> tuple[float, float] | None:
+  """(A - B, its SE) in points over the same questions; None unless both records carry
+  per-question outcomes for the same questions."""
+  oa, ob = outcomes(a), outcomes(b)
+  if oa is None or ob is None or len(oa) != len(ob):
+    return None
+  return paired(oa, ob)
+
+
 def _difference_line(name, better, worse, metric_record_pairs) -> str:
-  a, b = (_outcomes(r) for r in metric_record_pairs)
-  if a is None or b is None or len(a) != len(b):
+  found = paired_difference(*metric_record_pairs)
+  if found is None:
     return f"| {name} | — | — | — | not recorded |"
-  diff, se = paired(a, b)
+  diff, se = found
   z = diff / se if se else (0.0 if diff == 0 else math.copysign(math.inf, diff))
   verdict = ("above by more than 2 SE" if z > 2 else "below by more than 2 SE" if z < -2
              else "within 2 SE: not an effect")
@@ -69,7 +78,7 @@ def _difference_line(name, better, worse, metric_record_pairs) -> str:
 
 
 def quickstart_summary(runs_dir, *, dataset_label: str = "NQ twin") -> str:
-  recs = _records(runs_dir)
+  recs = evaluation_records(runs_dir)
   lines = []
   test_n = next((r.num_examples for (e, k, s), r in recs.items() if s == "test"), 0)
   dev_n = next((r.num_examples for (e, k, s), r in recs.items() if s == "dev"), 0)
@@ -78,18 +87,18 @@ def quickstart_summary(runs_dir, *, dataset_label: str = "NQ twin") -> str:
             "standard error.", "",
             "| system | EM test | ± SE | EM dev | ± SE |", "|---|---:|---:|---:|---:|"]
   for label, experiment in SYSTEMS:
-    test = _metric(recs.get((experiment, "evaluate", "test")), "exact_match")
-    dev = _metric(recs.get((experiment, "evaluate", "dev")), "exact_match")
-    lines.append(f"| {label} | {_fmt(test)} | {_fmt(test and binomial_se(test, test_n))} | "
-                 f"{_fmt(dev)} | {_fmt(dev and binomial_se(dev, dev_n))} |")
+    test = metric_of(recs.get((experiment, "evaluate", "test")), "exact_match")
+    dev = metric_of(recs.get((experiment, "evaluate", "dev")), "exact_match")
+    lines.append(f"| {label} | {fmt(test)} | {fmt(test and binomial_se(test, test_n))} | "
+                 f"{fmt(dev)} | {fmt(dev and binomial_se(dev, dev_n))} |")
   lines += ["", f"Zero-shot Recall@5 (%) on dev (n = {dev_n}), before any fine-tuning:", "",
             "| retriever | Recall@5 | ± SE | Recall@20 |", "|---|---:|---:|---:|"]
   for label, experiment in RETRIEVERS:
     record = recs.get((experiment, "recall", "dev"))
-    r5 = _metric(record, "recall@5") if experiment != "oracle" else _metric(record, "recall@1")
-    r20 = _metric(record, "recall@20")
-    lines.append(f"| {label} | {_fmt(r5)} | {_fmt(r5 and binomial_se(r5, dev_n))} | "
-                 f"{_fmt(r20)} |")
+    r5 = metric_of(record, "recall@5") if experiment != "oracle" else metric_of(record, "recall@1")
+    r20 = metric_of(record, "recall@20")
+    lines.append(f"| {label} | {fmt(r5)} | {fmt(r5 and binomial_se(r5, dev_n))} | "
+                 f"{fmt(r20)} |")
   lines += ["", "Paired differences over the same questions (points; SE of the per-question "
             "difference):", "", "| comparison | difference | SE | z | verdict |",
             "|---|---:|---:|---:|---|"]

@@ -14,13 +14,12 @@ from realm_bench.reporting.records import RECORD_NAME, read_record
 
 def main(a_dir, b_dir):
   a, b = (read_record(Path(d) / RECORD_NAME) for d in (a_dir, b_dir))
-  oa, ob = summary._outcomes(a), summary._outcomes(b)  # pylint: disable=protected-access
-  if oa is None or ob is None or len(oa) != len(ob):
+  found = summary.paired_difference(a, b)
+  if found is None:
     sys.exit("both records need per-question outcomes over the same questions")
-  diff, se = summary.paired(oa, ob)
   name = next(iter(a.metrics))
-  print(f"{name}: A {a.metrics[name]:.1f}  B {b.metrics[name]:.1f}  A-B {diff:+.1f} +- {se:.1f} "
-        f"(n={len(oa)})")
+  print(f"{name}: A {a.metrics[name]:.1f}  B {b.metrics[name]:.1f}  A-B {found[0]:+.1f} "
+        f"+- {found[1]:.1f} (n={a.num_examples})")
 
 
 if __name__ == "__main__":

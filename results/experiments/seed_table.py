@@ -9,15 +9,12 @@ from realm_bench.reporting import summary
 
 
 def _em(recs, experiment):
-  return summary._metric(recs.get((experiment, "evaluate", "test")), "exact_match")  # pylint: disable=protected-access
+  return summary.metric_of(recs.get((experiment, "evaluate", "test")), "exact_match")
 
 
 def _paired(a, b):
-  oa, ob = summary._outcomes(a), summary._outcomes(b)  # pylint: disable=protected-access
-  if oa is None or ob is None:
-    return "—"
-  diff, se = summary.paired(oa, ob)
-  return f"{diff:+.1f} ± {se:.1f}"
+  found = summary.paired_difference(a, b)
+  return "—" if found is None else f"{found[0]:+.1f} ± {found[1]:.1f}"
 
 
 def main(folders):
@@ -26,8 +23,8 @@ def main(folders):
         "REALM − ICT R@5 |")
   print("|" + "---|" * 1 + "---:|" * 12)
   for folder in folders:
-    recs = summary._records(folder)  # pylint: disable=protected-access
-    recall = lambda e: summary._metric(recs.get((e, "recall", "dev")), "recall@5")  # pylint: disable=protected-access,cell-var-from-loop
+    recs = summary.evaluation_records(folder)
+    recall = lambda e: summary.metric_of(recs.get((e, "recall", "dev")), "recall@5")  # pylint: disable=cell-var-from-loop
     test = lambda e: recs.get((e, "evaluate", "test"))  # pylint: disable=cell-var-from-loop
     cells = [_em(recs, "answer_prior"), recall("bm25"), _em(recs, "bm25_reader"),
              _em(recs, "closed_book"), _em(recs, "orqa"), _em(recs, "realm"), recall("ict"),
@@ -35,7 +32,7 @@ def main(folders):
     diffs = [_paired(test("realm"), test(e)) for e in ("orqa", "bm25_reader", "closed_book")]
     diffs.append(_paired(recs.get(("realm", "recall", "dev")), recs.get(("ict", "recall", "dev"))))
     seed = folder.rstrip("/").rsplit("_", 1)[-1]
-    print(f"| {seed} | " + " | ".join(summary._fmt(c) for c in cells) + " | "  # pylint: disable=protected-access
+    print(f"| {seed} | " + " | ".join(summary.fmt(c) for c in cells) + " | "
           + " | ".join(diffs) + " |")
 
 
