@@ -156,3 +156,21 @@ def test_restatement_pairs_join_two_sentences_of_one_fact_with_the_second_unmask
   # A sentence with no restatement stays alone.
   np.testing.assert_array_equal(b["input_ids"][2], [2, 1, 41, 3, 0, 0, 0, 0])
   np.testing.assert_array_equal(b["input_types"][2], 0)
+
+
+def test_negative_pairs_take_the_second_segment_from_another_block():
+  from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
+  examples = [{"inputs": np.array([2, 1, 21, 3]), "targets": np.array([0, 20, 0, 0]),
+               "block_id": 5},
+              {"inputs": np.array([2, 30, 31, 3]), "targets": np.array([0, 0, 0, 0]),
+               "block_id": 5},
+              {"inputs": np.array([2, 40, 41, 3]), "targets": np.array([0, 0, 0, 0]),
+               "block_id": 6}]
+  pipeline = mlm.MlmPipeline(pair_restatements=True, max_masks=2, negative_rate=0.5)
+  pipeline.restatements = mlm.restatements_of(examples)
+  pipeline.examples, pipeline.input_len, pipeline.specials = examples, 8, SPECIALS
+  seconds = set()
+  for step in range(20):
+    pipeline.seed = step
+    seconds.add(tuple(pipeline.prepare(step, None, examples[:1])["input_ids"][0, 4:6]))
+  assert seconds == {(30, 31), (40, 41)}      # its restatement, or the other block's sentence

@@ -10,7 +10,11 @@
   is a short document with another sentence stating the same fact (segment 1), as BERT's
   inputs are multi-sentence documents: with salient-span masking the encoder learns to fill
   an entity in from the other segment, and a reader warm-started from it reads retrieved
-  blocks from REALM's first steps (results/EXPERIMENTS.md, E34-E35).
+  blocks from REALM's first steps (results/EXPERIMENTS.md, E34-E35). With `negative_rate`
+  that fraction of second segments is a sentence about another fact of another block, as
+  half of BERT's second segments are random (next-sentence prediction): the encoder then
+  learns to fill from the other segment only when it is about the same thing, which is what a
+  reader of retrieved blocks, most of which do not hold the fact, has to decide.
 - `ClosedBookPipeline`: a question followed by `answer_len` [MASK] slots; the model fills in
   the answer's wordpieces and a closing [SEP] from its parameters alone (the paper's T5 rows
   answer from memory too). It can only know what pre-training stated, which is the point of
@@ -48,6 +52,7 @@ class MlmPipeline(base.Pipeline):
   pretrain_task: str | None = "realm_bench.synthetic.pretrain"
   corpus_task: str | None = None
   pair_restatements: bool = False
+  negative_rate: float = 0.0
   max_masks: int = 10
   mask_rate: float = 0.15
 
@@ -67,8 +72,14 @@ class MlmPipeline(base.Pipeline):
       self.examples = base.task_examples(self.pretrain_task, "train",
                                          sequence_lengths.for_queries())
       self.input_len = sequence_lengths.query
+    if not 0.0 <= self.negative_rate < 1.0:
+      raise InputError(f"must be in [0, 1), got {self.negative_rate}",
+                       field="MlmPipeline.negative_rate")
     if self.pair_restatements:
       self.restatements = restatements_of(self.examples)
+      if self.negative_rate and len({int(e["block_id"]) for e in self.examples}) < 2:
+        raise InputError("negative pairs need sentences of at least two blocks",
+                         field="MlmPipeline.negative_rate")
       self.input_len = 2 * sequence_lengths.query
     if self.corpus_task:
       base.check_task_vocabulary(self.corpus_task, model.vocabulary)
@@ -92,6 +103,12 @@ class MlmPipeline(base.Pipeline):
     inputs[chosen] = s.mask
     return {"inputs": inputs, "targets": targets}
 
+  def _other_block_sentence(self, e: dict, rng: np.random.Generator) -> dict:
+    while True:   # the pre-training text has thousands of blocks: this ends at once
+      other = self.examples[int(rng.integers(len(self.examples)))]
+      if "block" not in other and int(other["block_id"]) != int(e["block_id"]):
+        return other
+
   def prepare(self, step, params, raw):
     del params
     rng = np.random.default_rng([self.seed, step, 11])
@@ -104,6 +121,8 @@ class MlmPipeline(base.Pipeline):
       elif self.pair_restatements and self.restatements[e["index"]]:
         others = self.restatements[e["index"]]
         other = self.examples[others[int(rng.integers(len(others)))]]
+        if self.negative_rate and rng.random() < self.negative_rate:
+          other = self._other_block_sentence(e, rng)
         second = np.asarray(other["inputs"])[1:]   # without its [CLS]
         second = np.where(second == self.specials.mask, np.asarray(other["targets"])[1:], second)
         inputs = np.concatenate([e["inputs"], second]).astype(np.int32)
