@@ -33,6 +33,7 @@ import numpy as np
 
 from realm_bench.errors import InputError
 from realm_bench.models_base import BaseModel
+from realm_bench.networks import versions
 from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
 from realm_bench.networks.embedder import Retriever, inner_products
 from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
@@ -478,6 +479,10 @@ def warm_start(params, source, subtrees: dict[str, str], *, where: str = "the wa
     want_shapes, got_shapes = _shapes(want, dest), _shapes(got, dest)
     for name in list(want_shapes) + [n for n in got_shapes if n not in want_shapes]:
       if want_shapes.get(name) != got_shapes.get(name):   # the first in the model's order
+        hint = versions.mismatch_hint(name, got_shapes.get(name), want_shapes.get(name))
+        if hint is not None:
+          raise InputError(f"{where}'s {src!r} does not fit this model's {dest!r}: {hint}",
+                           field="warm_starts")
         shape = lambda s: "absent" if s is None else str(s)
         raise InputError(f"{where}'s {src!r} does not fit this model's {dest!r} (a different "
                          f"model size?): parameter {name!r} is {shape(got_shapes.get(name))} "
