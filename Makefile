@@ -5,8 +5,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PARITY_STAMP := $(VENV)/.installed-parity
 
-.PHONY: quickstart test test-slow venv clean
+.PHONY: quickstart test test-slow test-parity venv clean
 
 venv: $(STAMP)
 
@@ -24,6 +25,16 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Our networks against Hugging Face's REALM classes on copied weights; installs the `parity`
+# extra (torch and transformers, pinned in constraints.txt) on first use. Prints the measured
+# relative error of each compared quantity.
+$(PARITY_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,parity]'
+	touch $(PARITY_STAMP)
+
+test-parity: $(PARITY_STAMP)
+	$(BIN)/python -m pytest -q -m parity tests/parity
 
 clean:
 	rm -rf $(VENV) results/runs

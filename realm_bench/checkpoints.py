@@ -34,6 +34,7 @@ import orbax.checkpoint as ocp
 
 from realm_bench import io_utils
 from realm_bench.errors import InputError
+from realm_bench.networks import versions
 from realm_bench.train_state import TrainState
 
 _ITEMS = ("state", "extra", "param_shapes")
@@ -249,6 +250,10 @@ class CheckpointManager:
     target = param_shapes(target_params)
     name = first_mismatch(saved, target)
     if name is not None:
+      hint = versions.mismatch_hint(name, saved.get(name), target.get(name))
+      if hint is not None:
+        raise InputError(f"checkpoint does not fit this model: {hint}",
+                         path=self.step_dir(step), field=name)
       raise InputError(
           f"checkpoint does not fit this model (a different model config?): parameter "
           f"{name!r} is {_describe(saved.get(name))} in the checkpoint but "

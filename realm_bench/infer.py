@@ -11,6 +11,7 @@ from pathlib import Path
 from realm_bench import checkpoints
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_jsonl
+from realm_bench.networks import versions
 from realm_bench.pipelines.base import Pipeline
 from realm_bench.tasks.data import SequenceLengths
 
@@ -38,6 +39,10 @@ def check_fits(model, pipeline: Pipeline, params, examples, *, where) -> None:
   saved, target = checkpoints.param_shapes(params), checkpoints.param_shapes(wanted)
   name = checkpoints.first_mismatch(saved, target)
   if name is not None:
+    hint = versions.mismatch_hint(name, saved.get(name), target.get(name))
+    if hint is not None:
+      raise InputError(f"CHECKPOINT_FROM does not fit this model: {hint}", path=where,
+                       field=name)
     describe = lambda e: "absent" if e is None else f"{tuple(e['shape'])} {e['dtype']}"
     raise InputError(f"CHECKPOINT_FROM is not a run of this model (an ICT or pre-training run? "
                      f"evaluate and infer take a fine-tuning run): parameter {name!r} is "

@@ -33,6 +33,7 @@ import numpy as np
 
 from realm_bench.errors import InputError
 from realm_bench.models_base import BaseModel
+from realm_bench.networks import versions
 from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
 from realm_bench.networks.embedder import Retriever, inner_products
 from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
@@ -62,9 +63,12 @@ class IctNet(nn.Module):
   retriever_config: BertConfig
   proj_dim: int
   share_embedders: bool
+  doc_sep_id: int | None = None
+  projection_norm_eps: float | None = None
 
   def setup(self):
-    self.retriever = Retriever(self.retriever_config, self.proj_dim, self.share_embedders)
+    self.retriever = Retriever(self.retriever_config, self.proj_dim, self.share_embedders,
+                               self.doc_sep_id, self.projection_norm_eps)
 
   def __call__(self, query_ids, doc_ids, *, deterministic=True):
     return self.retriever(query_ids, doc_ids, deterministic=deterministic)
@@ -133,11 +137,14 @@ class OpenQANet(_ScoredNet):
   reader_config: BertConfig = None
   span_hidden: int = 256
   max_span_len: int = 10
+  span_layer_norm: bool = True
+  span_norm_eps: float = 1e-3
 
   def setup(self):
     super().setup()
     self.reader = BertEncoder(self.reader_config)
-    self.span_head = SpanHead(self.reader_config, self.span_hidden, self.max_span_len)
+    self.span_head = SpanHead(self.reader_config, self.span_hidden, self.max_span_len,
+                              self.span_layer_norm, self.span_norm_eps)
 
   def __call__(self, query_ids, reader_ids, reader_types, *, deterministic=True):
     q = self.retriever.embed_query(query_ids, deterministic=deterministic)
@@ -209,11 +216,20 @@ class _RetrieverModel(BaseModel):
 
   `vocabulary` (a seqio vocabulary, as t5x models carry theirs) sizes the embeddings when a
   config's vocab_size is 0 (the gin default), and gives the pipelines their special ids.
+
+  `separate_doc_segments`: documents get REALM's segment ids, title 0 and body 1
+  (`networks.embedder.document_segment_ids`, split at the [SEP] id `sep_id`, the vocabulary's
+  when None); False gives them one segment, as this project did before.
+  `projection_norm_eps`: the towers' output LayerNorm epsilon (None: the encoder's, REALM's
+  1e-12; ORQA's ICT module used 1e-3).
   """
   retriever_config: BertConfig
   proj_dim: int = 128
   share_embedders: bool = True
   vocabulary: Any = None
+  separate_doc_segments: bool = True
+  sep_id: int | None = None
+  projection_norm_eps: float | None = None
 
   def __post_init__(self):
     for name in ("retriever_config", "reader_config"):
@@ -223,9 +239,21 @@ class _RetrieverModel(BaseModel):
           raise ValueError(f"{type(self).__name__}.{name}.vocab_size is 0 and no vocabulary "
                            "is given to size it")
         setattr(self, name, dataclasses.replace(config, vocab_size=self.vocabulary.vocab_size))
+    if self.separate_doc_segments and self.sep_id is None:
+      if self.vocabulary is None:
+        raise ValueError(f"{type(self).__name__} segments documents at [SEP] "
+                         "(separate_doc_segments) but has no vocabulary or sep_id to find it")
+      self.sep_id = int(self.vocabulary.sep_id)
+
+  def _retriever_fields(self) -> dict:
+    """The retriever networks' constructor arguments this model fixes."""
+    return {"retriever_config": self.retriever_config, "proj_dim": self.proj_dim,
+            "share_embedders": self.share_embedders,
+            "doc_sep_id": self.sep_id if self.separate_doc_segments else None,
+            "projection_norm_eps": self.projection_norm_eps}
 
   def _net(self) -> IctNet:
-    return IctNet(self.retriever_config, self.proj_dim, self.share_embedders)
+    return IctNet(**self._retriever_fields())
 
   def embed_docs(self, params, doc_ids):
     return self._net().apply({"params": params}, doc_ids, method="embed_docs")
@@ -272,13 +300,17 @@ class RealmPretrainModel(_RetrieverModel):
   Batch: `pipelines.batching.REALM_BATCH`.
   """
   reader_config: BertConfig = None
+  # False: p(y|z,x) is the product over the masked tokens, the paper's eq. (2), what the
+  # tables' REALM rows use. True: each masked token marginalised over z on its own, as the
+  # released REALM code and Hugging Face's RealmKnowledgeAugEncoder compute the loss.
   per_mask_marginal: bool = False
   score_scale: float = 1.0
   learn_score_scale: bool = False
 
   def _pretrain_net(self):
-    return RealmPretrainNet(self.retriever_config, self.proj_dim, self.share_embedders,
-                            self.score_scale, self.learn_score_scale, self.reader_config)
+    return RealmPretrainNet(**self._retriever_fields(), score_scale=self.score_scale,
+                            learn_score_scale=self.learn_score_scale,
+                            reader_config=self.reader_config)
 
   def init_params(self, rng, batch):
     return self._pretrain_net().init(
@@ -349,11 +381,16 @@ class OpenQAModel(_RetrieverModel):
   max_span_len: int = 10
   score_scale: float = 1.0
   learn_score_scale: bool = False
+  # ORQA's span head: ReLU -> LayerNorm(1e-3) -> score; False drops the LayerNorm (the head
+  # this project had before; see networks/reader.py).
+  span_layer_norm: bool = True
+  span_norm_eps: float = 1e-3
 
   def _qa_net(self):
-    return OpenQANet(self.retriever_config, self.proj_dim, self.share_embedders,
-                     self.score_scale, self.learn_score_scale, self.reader_config,
-                     self.span_hidden, self.max_span_len)
+    return OpenQANet(**self._retriever_fields(), score_scale=self.score_scale,
+                     learn_score_scale=self.learn_score_scale, reader_config=self.reader_config,
+                     span_hidden=self.span_hidden, max_span_len=self.max_span_len,
+                     span_layer_norm=self.span_layer_norm, span_norm_eps=self.span_norm_eps)
 
   def init_params(self, rng, batch):
     return self._qa_net().init({"params": rng}, batch["query_ids"], batch["reader_ids"],
@@ -442,6 +479,10 @@ def warm_start(params, source, subtrees: dict[str, str], *, where: str = "the wa
     want_shapes, got_shapes = _shapes(want, dest), _shapes(got, dest)
     for name in list(want_shapes) + [n for n in got_shapes if n not in want_shapes]:
       if want_shapes.get(name) != got_shapes.get(name):   # the first in the model's order
+        hint = versions.mismatch_hint(name, got_shapes.get(name), want_shapes.get(name))
+        if hint is not None:
+          raise InputError(f"{where}'s {src!r} does not fit this model's {dest!r}: {hint}",
+                           field="warm_starts")
         shape = lambda s: "absent" if s is None else str(s)
         raise InputError(f"{where}'s {src!r} does not fit this model's {dest!r} (a different "
                          f"model size?): parameter {name!r} is {shape(got_shapes.get(name))} "

@@ -12,6 +12,16 @@ import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+def pytest_ignore_collect(collection_path, config):
+  """tests/parity imports torch and transformers (the `parity` extra): collected only when
+  selected (`-m parity`), so the default run neither needs nor loads them."""
+  if collection_path.name == "parity" and collection_path.parent.name == "tests":
+    expr = (config.getoption("markexpr") or "").replace("not parity", "")
+    if "parity" not in expr:
+      return True
+  return None
+
+
 @pytest.fixture(autouse=True)
 def _no_gin_config_from_other_tests():
   """Gin's config is process-global: a test that parsed run files must not bind the defaults

@@ -116,10 +116,11 @@ def test_spans_never_cross_the_block_boundary():
 
 TINY = BertConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
                   max_len=64, dropout_rate=0.0)
+CLS, SEP = 2, 3   # the project's vocabulary puts them there
 
 
 def test_padding_does_not_change_embeddings():
-  model = models.IctModel(retriever_config=TINY, proj_dim=8)
+  model = models.IctModel(retriever_config=TINY, proj_dim=8, sep_id=SEP)
   ids = np.array([[2, 7, 9, 3]], np.int32)
   params = model.init_params(jax.random.PRNGKey(0), {"query_ids": ids, "doc_ids": ids})
   embed = jax.jit(model.embed_queries)
@@ -132,6 +133,7 @@ def _pretrain_batch(b=2, k=3, lq=6, lb=5, m=2):
   q = RNG.integers(5, 50, size=(b, lq)).astype(np.int32)
   q[:, -1] = 0
   docs = RNG.integers(5, 50, size=(b, k, lb)).astype(np.int32)
+  docs[..., 0], docs[..., 2], docs[..., -1] = CLS, SEP, SEP   # [CLS] t [SEP] body [SEP]
   joint = np.concatenate([np.broadcast_to(q[:, None], (b, k, lq)), docs], axis=-1)
   types = np.concatenate([np.zeros((b, k, lq)), np.ones((b, k, lb))], -1).astype(np.int32)
   return {"query_ids": q, "cand_doc_ids": docs, "joint_ids": joint, "joint_types": types,
@@ -143,7 +145,7 @@ def _pretrain_batch(b=2, k=3, lq=6, lb=5, m=2):
 @pytest.mark.parametrize("share", [True, False])
 def test_realm_loss_equals_direct_computation_from_the_networks(share):
   model = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, share_embedders=share,
-                                    reader_config=TINY)
+                                    reader_config=TINY, sep_id=SEP)
   batch = _pretrain_batch()
   params = model.init_params(jax.random.PRNGKey(1), batch)
   assert ("embedder" in params["retriever"]) == share
@@ -182,7 +184,7 @@ def _qa_batch(b=2, r=2, n=4, lq=5, lr=12, w=3):
 
 def test_open_qa_loss_and_prediction():
   model = models.OpenQAModel(retriever_config=TINY, proj_dim=8, reader_config=TINY,
-                             span_hidden=8, max_span_len=3)
+                             span_hidden=8, max_span_len=3, sep_id=SEP)
   batch = _qa_batch()
   params = model.init_params(jax.random.PRNGKey(0), batch)
   loss, metrics = jax.jit(model.loss_fn)(params, batch, jax.random.PRNGKey(1))
@@ -267,9 +269,10 @@ def test_warm_start_copies_named_subtrees_and_refuses_what_is_missing():
 
 @pytest.mark.parametrize("learned", [False, True])
 def test_retrieval_scores_are_scaled_and_the_paper_setting_is_the_raw_product(learned):
-  raw = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, reader_config=TINY)
+  raw = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, reader_config=TINY,
+                                  sep_id=SEP)
   scaled = models.RealmPretrainModel(retriever_config=TINY, proj_dim=8, reader_config=TINY,
-                                     score_scale=0.25, learn_score_scale=learned)
+                                     score_scale=0.25, learn_score_scale=learned, sep_id=SEP)
   batch = _pretrain_batch()
   params = raw.init_params(jax.random.PRNGKey(0), batch)
   scaled_params = scaled.init_params(jax.random.PRNGKey(0), batch)

@@ -41,6 +41,12 @@ class BertConfig:
   # BERT initialises every kernel and embedding with N(0, 0.02). Small models trained from
   # scratch need more: at 0.02 and width 128 a pooled [CLS] barely depends on its input.
   init_std: float = 0.02
+  # The original TF BERT, REALM and ORQA use GELU's tanh approximation (Hugging Face's
+  # `gelu_new`, REALM's default activation), so their checkpoints compute it; False is the
+  # exact erf form (Hugging Face's `gelu`), which this project used before.
+  gelu_approximate: bool = True
+  # Every LayerNorm of the encoder and of the masked-LM head: TF BERT and REALM use 1e-12.
+  layer_norm_eps: float = 1e-12
 
   @property
   def compute_dtype(self):
@@ -117,12 +123,21 @@ class Projection(nn.Module):
     return einsum(cfg, f"{batch}{contracted},{contracted}{out}->{batch}{out}", x, kernel) + bias
 
 
+def gelu(config: BertConfig, x):
+  """BERT's activation, in the form the config names (see `BertConfig.gelu_approximate`)."""
+  return nn.gelu(x, approximate=config.gelu_approximate)
+
+
 class LayerNorm(nn.Module):
+  """LayerNorm over the last axis, in float32; `axis` is that axis's logical name."""
+  epsilon: float = 1e-12
+  axis: str = "embed"
+
   @nn.compact
   def __call__(self, x):
-    return nn.LayerNorm(epsilon=1e-12, dtype=jnp.float32,
-                        scale_init=nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
-                        bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
+    return nn.LayerNorm(epsilon=self.epsilon, dtype=jnp.float32,
+                        scale_init=nn.with_logical_partitioning(nn.initializers.ones, (self.axis,)),
+                        bias_init=nn.with_logical_partitioning(nn.initializers.zeros, (self.axis,)),
                         name="norm")(x)
 
 
@@ -153,11 +168,12 @@ class TransformerLayer(nn.Module):
     cfg = self.config
     drop = nn.Dropout(cfg.dropout_rate)
     h = SelfAttention(cfg, name="attention")(x, attention_bias, deterministic)
-    x = LayerNorm(name="attention_norm")(x + drop(h, deterministic=deterministic))
+    x = LayerNorm(cfg.layer_norm_eps, name="attention_norm")(
+        x + drop(h, deterministic=deterministic))
     h = Projection(cfg, (cfg.mlp_dim,), ("embed", "mlp"), name="mlp_in")(x)
-    h = nn.gelu(h, approximate=False)
+    h = gelu(cfg, h)
     h = Projection(cfg, (cfg.hidden_size,), ("mlp", "embed"), name="mlp_out")(h)
-    x = LayerNorm(name="mlp_norm")(x + drop(h, deterministic=deterministic))
+    x = LayerNorm(cfg.layer_norm_eps, name="mlp_norm")(x + drop(h, deterministic=deterministic))
     return nn.with_logical_constraint(x, ("batch", "length", "embed"))
 
 
@@ -178,7 +194,7 @@ class BertEncoder(nn.Module):
                                      (cfg.max_len, cfg.hidden_size), jnp.float32)
     self.type_embed = self.param("type_embed", _init((None, "embed"), cfg.init_std),
                                  (cfg.type_vocab_size, cfg.hidden_size), jnp.float32)
-    self.embed_norm = LayerNorm()
+    self.embed_norm = LayerNorm(cfg.layer_norm_eps)
     self.layers = [TransformerLayer(cfg, name=f"layer_{i}") for i in range(cfg.num_layers)]
     self.pooler = Projection(cfg, (cfg.hidden_size,), ("embed", "mlp"))
     self.dropout = nn.Dropout(cfg.dropout_rate)
@@ -215,7 +231,7 @@ class MlmHead(nn.Module):
   def __call__(self, hidden, encoder: BertEncoder):
     cfg = self.config
     h = Projection(cfg, (cfg.hidden_size,), ("embed", "mlp"), name="transform")(hidden)
-    h = LayerNorm(name="transform_norm")(nn.gelu(h, approximate=False))
+    h = LayerNorm(cfg.layer_norm_eps, name="transform_norm")(gelu(cfg, h))
     bias = self.param("output_bias", nn.with_logical_partitioning(
         nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
     return encoder.mlm_logits(h) + bias

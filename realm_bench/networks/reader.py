@@ -1,15 +1,19 @@
 """The knowledge-augmented encoder's heads: masked-LM for pre-training, spans for Open-QA.
 
-The span head follows ORQA: score(s, e) = MLP([h_s; h_e]) with one hidden layer (256 at paper
-scale). The first layer is split into start and end halves so that every (start, width) pair
-costs one add instead of a concatenation: [h_s; h_e] W = h_s W_s + h_e W_e.
+The span head follows ORQA's `read()`: score(s, e) = w . LayerNorm(ReLU(h_s W_s + h_e W_e)) + b,
+one hidden layer of `hidden` units (256 at paper scale). ORQA computes [W_s; W_e] as one dense
+layer and splits its output; here they are two projections, so every (start, width) pair
+costs one add, and a released checkpoint's kernel and bias split into them in halves. The
+LayerNorm (Keras' default epsilon, 1e-3) is ORQA's and Hugging Face's `RealmReaderProjection`'s,
+and released reader checkpoints carry its parameters; `layer_norm=False` is the head this
+project had before (ReLU straight into the score).
 """
 from __future__ import annotations
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from realm_bench.networks.bert import BertConfig, Projection
+from realm_bench.networks.bert import BertConfig, LayerNorm, Projection
 
 NEG_INF = -1e9
 
@@ -18,6 +22,8 @@ class SpanHead(nn.Module):
   config: BertConfig
   hidden: int = 256
   max_span_len: int = 10
+  layer_norm: bool = True
+  norm_eps: float = 1e-3
 
   @nn.compact
   def __call__(self, hidden_states):
@@ -31,6 +37,8 @@ class SpanHead(nn.Module):
     # ends[..., i, w, :] = end[..., i + w, :]
     ends = jnp.stack([end[..., w:w + length, :] for w in range(self.max_span_len)], axis=-2)
     h = nn.relu(start[..., :, None, :] + ends)
+    if self.layer_norm:
+      h = LayerNorm(self.norm_eps, axis="mlp", name="hidden_norm")(h)
     out = Projection(cfg, (1,), ("mlp", None), name="score")(h)
     return out[..., 0]
 
