@@ -151,6 +151,35 @@ def test_collect_refuses_missing_folder_and_duplicate_run_ids(tmp_path):
   assert e.value.field == "run_id"
 
 
+def test_collect_seed_folders_pair_lineage_and_refuse_copies(tmp_path):
+  # Two seeds' runs carry the same ids in their own folders: each evaluation joins the
+  # pre-training of its own seed, and the folder is the row's replicate.
+  for seed, every in (("seed_0", 10), ("seed_1", 30)):
+    write_run(tmp_path / seed, "pretrain", kind="train", dataset=None, split="train",
+              metrics={"loss": 1.0}, params={"refresh_every_steps": every},
+              start_time=f"2024-01-0{1 + every // 30}T00:00:00+00:00")
+    write_run(tmp_path / seed, "eval", lineage="pretrain", num_examples=4,
+              metrics={"exact_match": 50.0}, outcomes="1100",
+              start_time=f"2024-01-0{1 + every // 30}T00:00:00+00:00")
+  frame = collect.collect_records(tmp_path)
+  evals = frame[frame["run_id"] == "eval"].set_index("replicate")
+  assert evals.loc["seed_0", "params.refresh_every_steps"] == 10
+  assert evals.loc["seed_1", "params.refresh_every_steps"] == 30
+  assert (evals["outcomes"] == "1100").all()
+  assert frame[frame["kind"] == "train"]["outcomes"].isna().all()
+  # Outcomes that do not reproduce the metric are not used.
+  write_run(tmp_path / "seed_2", "eval", num_examples=4, metrics={"exact_match": 75.0},
+            outcomes="1100", start_time="2024-02-01T00:00:00+00:00")
+  frame = collect.collect_records(tmp_path)
+  assert frame[frame["replicate"] == "seed_2"]["outcomes"].isna().all()
+  # An identical copy of a seed's folder is refused.
+  write_run(tmp_path / "copy_of_seed_2", "eval", num_examples=4, metrics={"exact_match": 75.0},
+            outcomes="1100", start_time="2024-02-01T00:00:00+00:00")
+  with pytest.raises(InputError, match="identical copy") as e:
+    collect.collect_records(tmp_path)
+  assert e.value.field == "run_id"
+
+
 # --- reported numbers -------------------------------------------------------------------------
 
 
