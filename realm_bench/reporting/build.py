@@ -120,7 +120,7 @@ def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
   out = []
   for (scale, value), group in picked.groupby(["scale", param_col], sort=True):
     point: dict[str, Any] = {"scale": scale, spec.param: value}
-    runs = group.drop_duplicates("run_id")
+    runs = group.drop_duplicates("path")   # one row per record (seeds share run ids)
     for c in spec.sweep_columns:
       if c.metric is not None:
         values = group[group["metric"] == c.metric]["value"]
@@ -132,9 +132,9 @@ def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
     # Seeds, not records: each seed leaves one record per metric (an evaluation for EM, a
     # recall record for Recall@5), so n is the most records behind any one column, the same
     # count `check` gives a claim on that column.
-    per_metric = [group[group["metric"] == c.metric]["run_id"].nunique()
+    per_metric = [group[group["metric"] == c.metric]["path"].nunique()
                   for c in spec.sweep_columns if c.metric is not None]
-    point["n"] = max(per_metric) if per_metric else runs["run_id"].nunique()
+    point["n"] = max(per_metric) if per_metric else len(runs)
     out.append(point)
   points = pd.DataFrame(out, columns=list(_sweep_kinds(spec)))
   points["n"] = points["n"].astype("Int64")
