@@ -174,3 +174,18 @@ def test_shipped_specs_load_with_their_claims():
           "realm_above_bm25_reader", "realm_above_closed_book"} <= {
               c.id for c in loaded["table1"].claims}
   assert len(loaded["table2"].claims) == 10
+
+
+def test_tables_and_check_show_the_same_mean_interval_and_n(tmp_path):
+  from realm_bench.reporting import build  # pylint: disable=g-import-not-at-top
+  _realm_orqa(tmp_path, 48.0, 40.0)
+  reported = specs.load_reported()
+  table1 = next(s for s in specs.load_specs(reported=reported) if s.id == "table1")
+  built = build.build_tables(frame=build.load_frame(tmp_path), specs=[table1],
+                             reported=reported)[0]
+  synthetic = built.sections[1].frame.set_index("experiment")
+  row = _claim(tmp_path, "table1/realm_above_orqa")
+  assert synthetic.loc["realm", "NQ ours"] == pytest.approx(row["ours"])
+  assert synthetic.loc["realm", "NQ ±"] == pytest.approx(row["ours_pm"], abs=1e-3)
+  assert synthetic.loc["orqa", "NQ ±"] == pytest.approx(row["baseline_pm"], abs=1e-3)
+  assert synthetic.loc["realm", "NQ n"] == synthetic.loc["orqa", "NQ n"] == row["n"] == 3

@@ -404,6 +404,7 @@ def test_tables_average_runs_and_keep_synthetic_apart(tmp_path):
   paper = frame[frame["section"] == "paper"].set_index("row")
   synthetic = frame[frame["section"] == "synthetic"].set_index("experiment")
   assert paper.loc[9, "NQ ours"] == 33.5 and paper.loc[9, "NQ n"] == 2
+  assert paper.loc[9, "NQ ±"] == pytest.approx(6.353, abs=1e-3)   # t(1) x 0.5: two runs
   assert paper.loc[9, "NQ Δ"] == pytest.approx(0.2)
   assert paper["NQ ours"].drop(index=9).isna().all()        # the synthetic 77.0 is not here
   assert synthetic.loc["realm", "NQ ours"] == 77.0 and synthetic.loc["realm", "NQ n"] == 1
@@ -422,7 +423,7 @@ def test_tables_without_runs_folder_show_reported_numbers(tmp_path, capsys):
     text = path.read_text(encoding="utf-8")
     assert "realm-bench tables --runs" in text and str(tmp_path / "none") in text, path
   md = (tmp_path / "t" / "table1.md").read_text(encoding="utf-8")
-  assert "| 9 | ORQA (Lee et al. 2019) | orqa | 33.3 | — | 0 | — |" in md
+  assert "| 9 | ORQA (Lee et al. 2019) | orqa | 33.3 | — | — | 0 | — |" in md
   assert r"\begin{tabular}" in (tmp_path / "t" / "table2.tex").read_text(encoding="utf-8")
   assert not (tmp_path / "t" / "staleness.png").exists()
 
@@ -435,7 +436,8 @@ def test_staleness_plot_written_when_sweep_records_exist(tmp_path):
   assert png in written
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   md = (tmp_path / "t" / "staleness.md").read_text(encoding="utf-8")
-  assert "| 1 | 50.0 | 40.0 | 0.0 | 3 |" in md   # three seeds at refresh 1 averaged
+  # Three seeds at refresh 1 averaged: mean, ± of the 95% t-interval, n.
+  assert "| 1 | 50.0 | 2.5 | 40.0 | 2.5 | 0.0 | 3 |" in md
 
 
 def test_tables_refuse_unknown_format_and_unswept_runs(tmp_path):

@@ -194,9 +194,3 @@ def select(frame: pd.DataFrame, *, experiment: str, scale: str, dataset: str, sp
   picked = frame[mask]
   keep = picked["cells"].map(lambda cells: _answers(cells, table, row, dataset, metric))
   return picked[keep.astype(bool)]
-
-
-def mean_and_count(values: pd.Series) -> tuple[float | None, int]:
-  """The cell a table shows: mean over repeated runs, and how many runs it averages."""
-  n = int(values.count())
-  return (float(values.mean()) if n else None), n

@@ -23,7 +23,7 @@ FORMATS = ("md", "csv", "tex", "html")
 def _display(value, kind: str) -> str:
   if value is None or value is pd.NA or isinstance(value, float) and math.isnan(value):
     return MISSING
-  if kind == "value":
+  if kind in ("value", "interval"):
     return f"{value:.1f}"
   if kind == "delta":
     return f"{value:+.1f}"
