@@ -96,7 +96,10 @@ def _score_args(p):
 
 def _tables_args(p):
   _runs_arg(p)
-  p.add_argument("--format", default="md", help="comma-separated: md,csv,tex,html")
+  p.add_argument("--format", default="md",
+                 help="comma-separated: md,csv,tex,html; html also writes OUT/leaderboard.html, "
+                      "one self-contained page of every table, the check's verdicts and each "
+                      "row's commit and gin configs")
   p.add_argument("--out", default="results/tables", help="output folder")
   _resources_args(p)
 

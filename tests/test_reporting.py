@@ -418,7 +418,8 @@ def test_tables_without_runs_folder_show_reported_numbers(tmp_path, capsys):
                                  out_dir=tmp_path / "t")
   assert "does not exist" in capsys.readouterr().err
   assert sorted(p.name for p in written) == sorted(
-      f"{s}.{f}" for s in ("table1", "table2", "staleness") for f in ("md", "csv", "tex", "html"))
+      [f"{s}.{f}" for s in ("table1", "table2", "staleness") for f in ("md", "csv", "tex", "html")]
+      + ["leaderboard.html"])
   for path in written:
     text = path.read_text(encoding="utf-8")
     assert "realm-bench tables --runs" in text and str(tmp_path / "none") in text, path
