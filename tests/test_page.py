@@ -101,10 +101,11 @@ def test_cells_are_the_records_numbers(page):
   assert parsed.cell(**paper, field="paper") == "33.3"
   assert parsed.cell(spec="table2", section="synthetic", col="EM", experiment="realm",
                      field="n") == "0"
-  points = [c for c in parsed.cells if c["attrs"].get("data-spec") == "staleness"
-            and c["attrs"].get("data-col") == "EM"]
-  assert [c["text"] for c in points] == [_mean_pm([v - 1, v, v + 1])
-                                         for v in (40.0, 38.0, 33.0, 30.0)]
+  for every, em in ((1, 40.0), (3, 38.0), (10, 33.0), (30, 30.0)):
+    point = dict(spec="staleness", section="synthetic", point=f"synthetic:{every}")
+    assert parsed.cell(**point, col="EM", field="ours") == _mean_pm([em - 1, em, em + 1])
+    assert parsed.cell(**point, col="n", field="n") == "3"
+    assert parsed.cell(**point, col="mean staleness (steps)", field="ours") == f"{every / 2:.1f}"
 
 
 def test_verdicts_are_the_checks(page):

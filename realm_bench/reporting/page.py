@@ -5,10 +5,10 @@ script, nothing fetched), the paper's tables with their row grouping, each of ou
 ± its 95% interval and n beside the paper's number, the check's verdict on every row, and
 under every row a collapsed block with what its run records say about how they were made (the
 commit, and the full gin config of each stage, oldest first): expand, copy. The records hold
-no command line, so the block names each stage's command rather than inventing its flags. Every number is
-read from the built tables and the verdicts, which are read from run records; every piece of
-text is escaped. Cells carry `data-*` attributes (spec, section, experiment, column, field) so
-a program, or a test, can read the page back.
+no command line, so the block names each stage's command rather than inventing its flags.
+Every number is read from the built tables and the verdicts, which are read from run records;
+every piece of text is escaped. Cells carry `data-*` attributes (spec, section, experiment,
+column, field, and a sweep's point) so a program, or a test, can read the page back.
 """
 from __future__ import annotations
 
@@ -179,9 +179,10 @@ def _involves(claim, experiment: str, params: Mapping | None = None) -> bool:
 # --- tables ---------------------------------------------------------------------------------
 
 
-def _cell(spec_id, section, experiment, col, field, text, css) -> str:
+def _cell(spec_id, section, experiment, col, field, text, css, point=None) -> str:
+  where = "" if point is None else f' data-point="{_e(point)}"'
   return (f'<td class="num {css}" data-spec="{_e(spec_id)}" data-section="{_e(section)}" '
-          f'data-experiment="{_e(experiment or "")}" data-col="{_e(col)}" '
+          f'data-experiment="{_e(experiment or "")}" data-col="{_e(col)}"{where} '
           f'data-field="{_e(field)}">{_e(text)}</td>')
 
 
@@ -272,13 +273,14 @@ def _sweep_spec(spec: SweepSpec, built: BuiltTable, inputs: PageInputs,
     value, scale = point[spec.param], point["scale"]
     key = f"{scale}:{value}"
     cells = [_cell(spec.id, scale, spec.experiment, c.name, "ours",
-                   fmt_mean(point[c.name], point[f"{c.name} ±"]), "ours") for c in metrics]
+                   fmt_mean(point[c.name], point[f"{c.name} ±"]), "ours", key)
+             for c in metrics]
     cells += [_cell(spec.id, scale, spec.experiment, c.name, "ours", _num(point[c.name]),
-                    "ours") for c in stats]
+                    "ours", key) for c in stats]
     involved = [c for c in spec.claims if _involves(c, spec.experiment, {spec.param: value})]
     parts.append(f'<tr class="row" data-point="{_e(key)}"><td class="sys">{_e(scale)}</td>'
                  f'<td class="num">{_e(value)}</td>{"".join(cells)}'
-                 f'{_cell(spec.id, scale, spec.experiment, key, "n", point["n"], "n")}'
+                 f'{_cell(spec.id, scale, spec.experiment, "n", "n", point["n"], "n", key)}'
                  f'<td class="check">{_claim_badges(inputs.verdicts, spec, involved, scale)}'
                  f"</td></tr>")
     block = provenance.block(_paths(
