@@ -96,14 +96,19 @@ def _score_args(p):
 
 def _tables_args(p):
   _runs_arg(p)
-  p.add_argument("--format", default="md", help="comma-separated: md,csv,tex,html")
+  p.add_argument("--format", default="md",
+                 help="comma-separated: md,csv,tex,html; html also writes OUT/leaderboard.html, "
+                      "one self-contained page of every table, the check's verdicts and each "
+                      "row's commit and gin configs")
   p.add_argument("--out", default="results/tables", help="output folder")
   _resources_args(p)
 
 
 def _check_args(p):
   _runs_arg(p)
-  p.add_argument("--strict", action="store_true", help="MISSING cells fail too")
+  p.add_argument("--strict", action="store_true",
+                 help="MISSING and INCONCLUSIVE verdicts fail too (exit 1): every cell needs "
+                      "records and every claim a decisive interval")
   p.add_argument("--format", default="text", choices=("text", "json", "junit"),
                  help="text (a table), json (one object per verdict) or junit (JUnit XML, one "
                       "test case per cell and claim, for CI); json and junit go to stdout, "
@@ -325,7 +330,8 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "score": ("score a predictions file as the official Open-QA evaluation does", _score_args,
               score),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
-    "check": ("check run records against the reported numbers and the specs' claims",
+    "check": ("check run records against the reported numbers, and the specs' claims over "
+              "seeds and questions (PASS / FAIL / INCONCLUSIVE)",
               _check_args, check),
 }
 

@@ -10,17 +10,19 @@ import pytest
 
 from realm_bench import cli
 from realm_bench.reporting import build, check as check_lib, specs
-from record_factory import write_run
+from record_factory import outcomes_for, write_run
 
 
 def _sweep_runs(runs, em_1=30.0, em_30=20.0):
-  """One seed per refresh interval, each with an evaluation and a recall record."""
+  """One seed per refresh interval, each with an evaluation and a recall record carrying
+  per-question outcomes (200 questions), so the claims between two points are decided."""
   for value, em in ((1, em_1), (30, em_30)):
     common = dict(experiment="staleness", split="dev", params={"refresh_every_steps": value},
-                  stats={"staleness_mean": value / 2})
-    write_run(runs, f"eval_{value}", metrics={"exact_match": em}, **common)
-    write_run(runs, f"recall_{value}", metrics={"recall@5": 40.0 if value == 1 else 30.0},
-              **common)
+                  stats={"staleness_mean": value / 2}, num_examples=200)
+    em, right = outcomes_for(em)
+    write_run(runs, f"eval_{value}", metrics={"exact_match": em}, outcomes=right, **common)
+    recall, hits = outcomes_for(40.0 if value == 1 else 30.0)
+    write_run(runs, f"recall_{value}", metrics={"recall@5": recall}, outcomes=hits, **common)
 
 
 @pytest.mark.parametrize("make, message", [
@@ -39,7 +41,13 @@ def test_table_and_check_agree_on_n(tmp_path):
   points = build.sweep_points(spec, build.load_frame(tmp_path))
   assert points["n"].tolist() == [1, 1]   # one seed each, not its two records
   _, verdicts = check_lib.check(runs_dir=tmp_path, spec_ids=["staleness"])
-  assert set(verdicts["n"]) == {1} and set(verdicts["verdict"]) == {"PASS"}
+  assert set(verdicts["n"]) == {1}
+  pairs = verdicts[verdicts["item"].str.contains("refresh_1_above_30")]
+  assert set(pairs["verdict"]) == {"PASS"}
+  # Two sweep points are too few for a rank correlation: undecided, not passed.
+  trends = verdicts[verdicts["item"].str.contains("decreases")]
+  assert set(trends["verdict"]) == {"INCONCLUSIVE"}
+  assert trends["note"].str.contains("needs 3 or more").all()
 
 
 def test_json_output(tmp_path, capsys):
@@ -50,7 +58,9 @@ def test_json_output(tmp_path, capsys):
   assert doc["exit_code"] == 1 and "exit 1" in captured.err
   em = next(v for v in doc["verdicts"] if v["item"] == "staleness/refresh_1_above_30_em")
   assert em["verdict"] == "FAIL" and em["ours"] == 10.0 and em["baseline"] == 20.0
-  assert em["n"] == 1 and em["spec"] == "staleness"
+  assert em["n"] == 1 and em["spec"] == "staleness" and em["delta"] == -10.0
+  assert em["ci_high"] < 0 and em["method"].startswith("paired bootstrap over 200 questions")
+  assert em["ours_pm"] is None   # one run: no interval over seeds
   assert doc["counts"]["claim"]["FAIL"] == 1
 
 
@@ -63,10 +73,11 @@ def test_junit_output_has_a_test_case_per_cell_and_claim(tmp_path, capsys):
   assert len(cases) == len(verdicts) == int(root.get("tests"))
   failed = [c.get("name") for c in cases if c.find("failure") is not None]
   assert failed == ["staleness/refresh_1_above_30_em [synthetic]"]
-  assert int(root.get("skipped")) == verdicts["verdict"].eq("MISSING").sum() > 0
+  assert int(root.get("skipped")) == verdicts["verdict"].isin(["MISSING", "INCONCLUSIVE"]).sum()
+  assert verdicts["verdict"].eq("INCONCLUSIVE").sum() == 2   # the two-point sweep's trends
   assert {s.get("name") for s in root.findall("testsuite")} == {"table1", "table2",
                                                                  "staleness"}
-  # --strict: MISSING is a failure, not a skip.
+  # --strict: MISSING and INCONCLUSIVE are failures, not skips.
   assert cli.main(["check", "--runs", str(tmp_path), "--format", "junit", "--strict"]) == 1
   root = ET.fromstring(capsys.readouterr().out)
   assert root.get("skipped") == "0" and int(root.get("failures")) > 1

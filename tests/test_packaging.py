@@ -94,8 +94,10 @@ def test_wheel_installed_outside_the_checkout_works(tmp_path):
   where = subprocess.run([str(python), "-c", "import realm_bench; print(realm_bench.__file__)"],
                          cwd=outside, capture_output=True, text=True, check=True)
   assert where.stdout.startswith(str(venv))
-  check = realm_bench("check", "--runs", str(records), "--format", "json")
+  # One seed without per-question outcomes: the claims are INCONCLUSIVE, which --strict fails.
+  check = realm_bench("check", "--runs", str(records), "--format", "json", "--strict")
   assert check.returncode == 1 and '"staleness/refresh_1_above_30_em"' in check.stdout, check
+  assert '"INCONCLUSIVE"' in check.stdout, check
   tables = realm_bench("tables", "--runs", str(records), "--out", "tables")
   assert tables.returncode == 0, tables.stderr
   assert (outside / "tables" / "staleness.md").read_text() == (

@@ -18,7 +18,7 @@ from realm_bench import cli
 from realm_bench.errors import InputError
 from realm_bench.reporting import check as check_lib
 from realm_bench.reporting import collect, records, render, specs
-from record_factory import make_record, write_run
+from record_factory import make_record, write_run, write_seeds
 
 GOLDEN = Path(__file__).parent / "golden" / "tables"
 REFERENCE_CSV = (Path(__file__).resolve().parents[2]
@@ -151,6 +151,35 @@ def test_collect_refuses_missing_folder_and_duplicate_run_ids(tmp_path):
   assert e.value.field == "run_id"
 
 
+def test_collect_seed_folders_pair_lineage_and_refuse_copies(tmp_path):
+  # Two seeds' runs carry the same ids in their own folders: each evaluation joins the
+  # pre-training of its own seed, and the folder is the row's replicate.
+  for seed, every in (("seed_0", 10), ("seed_1", 30)):
+    write_run(tmp_path / seed, "pretrain", kind="train", dataset=None, split="train",
+              metrics={"loss": 1.0}, params={"refresh_every_steps": every},
+              start_time=f"2024-01-0{1 + every // 30}T00:00:00+00:00")
+    write_run(tmp_path / seed, "eval", lineage="pretrain", num_examples=4,
+              metrics={"exact_match": 50.0}, outcomes="1100",
+              start_time=f"2024-01-0{1 + every // 30}T00:00:00+00:00")
+  frame = collect.collect_records(tmp_path)
+  evals = frame[frame["run_id"] == "eval"].set_index("replicate")
+  assert evals.loc["seed_0", "params.refresh_every_steps"] == 10
+  assert evals.loc["seed_1", "params.refresh_every_steps"] == 30
+  assert (evals["outcomes"] == "1100").all()
+  assert frame[frame["kind"] == "train"]["outcomes"].isna().all()
+  # Outcomes that do not reproduce the metric are not used.
+  write_run(tmp_path / "seed_2", "eval", num_examples=4, metrics={"exact_match": 75.0},
+            outcomes="1100", start_time="2024-02-01T00:00:00+00:00")
+  frame = collect.collect_records(tmp_path)
+  assert frame[frame["replicate"] == "seed_2"]["outcomes"].isna().all()
+  # An identical copy of a seed's folder is refused.
+  write_run(tmp_path / "copy_of_seed_2", "eval", num_examples=4, metrics={"exact_match": 75.0},
+            outcomes="1100", start_time="2024-02-01T00:00:00+00:00")
+  with pytest.raises(InputError, match="identical copy") as e:
+    collect.collect_records(tmp_path)
+  assert e.value.field == "run_id"
+
+
 # --- reported numbers -------------------------------------------------------------------------
 
 
@@ -199,32 +228,46 @@ def _paper_cells():
 
 
 def _write_paper_runs(runs, offsets=None):
-  """One paper-scale run per judged cell, at the reported value plus offsets[(table, row,
-  dataset, metric)] (in units of that cell's tolerance)."""
+  """Three seeds of paper-scale runs per judged cell, averaging the reported value plus
+  offsets[(table, row, dataset, metric)] (in units of that cell's tolerance); no per-question
+  outcomes, so the claims between them rest on the interval over seeds."""
   offsets = offsets or {}
   for spec, row, col, cell in _paper_cells():
     key = (cell.table, cell.row, cell.dataset, cell.metric)
-    write_run(runs, f"paper-{cell.table}-{cell.row}-{cell.dataset}-{cell.metric}",
-              experiment=row.experiment, scale="paper", dataset=col.dataset, split=col.split,
-              metrics={col.metric: cell.value + offsets.get(key, 0.0) * cell.tolerance},
-              cells=[dict(zip(("table", "row", "dataset", "metric"), key))])
+    write_seeds(runs, f"paper-{cell.table}-{cell.row}-{cell.dataset}-{cell.metric}",
+                value=cell.value + offsets.get(key, 0.0) * cell.tolerance, metric=col.metric,
+                jitter=0.05 if cell.row % 2 else -0.05, outcomes=False,
+                experiment=row.experiment, scale="paper", dataset=col.dataset, split=col.split,
+                cells=[dict(zip(("table", "row", "dataset", "metric"), key))])
+
+
+SYNTHETIC_DEV = {"realm": (50.0, 45.0), "orqa": (35.0, 20.0),
+                 "realm_retriever_baseline_encoder": (47.0, 45.0),
+                 "baseline_retriever_realm_encoder": (40.0, 20.0),
+                 "realm_random_span_mask": (44.0, 35.0), "realm_random_token_mask": (38.0, 30.0),
+                 "realm_stale_30x": (30.0, 15.0)}
 
 
 def _write_synthetic_runs(runs, realm_test=55.0, stale_at_1=50.0):
-  write_run(runs, "syn-realm-test", experiment="realm", metrics={"exact_match": realm_test})
-  write_run(runs, "syn-orqa-test", experiment="orqa", metrics={"exact_match": 40.0})
-  write_run(runs, "syn-closed-test", experiment="closed_book", metrics={"exact_match": 12.0})
-  for name, em, recall in [("realm", 50.0, 45.0), ("orqa", 35.0, 20.0),
-                           ("realm_stale_30x", 30.0, 15.0),
-                           ("realm_random_token_mask", 40.0, 30.0)]:
-    write_run(runs, f"syn-{name}-dev", experiment=name, split="dev",
-              metrics={"exact_match": em, "recall@5": recall})
-  for seed, (every, em) in enumerate([(1, stale_at_1), (1, stale_at_1 + 2.0), (10, 45.0),
-                                      (30, 35.0)]):
-    write_run(runs, f"syn-stale-{seed}", experiment="staleness", split="dev",
-              metrics={"exact_match": em, "recall@5": em - 10.0},
-              params={"refresh_every_steps": every},
-              stats={"staleness_mean": (every - 1) / 2, "staleness_max": every - 1})
+  """Three seeds (seed_N folders) of every synthetic row and sweep point, with per-question
+  outcomes on 200 questions: the defaults make every claim of the specs hold."""
+  for dataset in ("nq", "wq", "ct"):
+    write_seeds(runs, f"syn-realm-test-{dataset}", value=realm_test, experiment="realm",
+                dataset=dataset)
+    write_seeds(runs, f"syn-orqa-test-{dataset}", value=40.0, experiment="orqa",
+                dataset=dataset)
+  write_seeds(runs, "syn-bm25-test", value=30.0, experiment="bm25_reader")
+  write_seeds(runs, "syn-closed-test", value=12.0, experiment="closed_book")
+  for name, (em, recall) in SYNTHETIC_DEV.items():
+    write_seeds(runs, f"syn-{name}-dev", value=em, experiment=name, split="dev")
+    write_seeds(runs, f"syn-{name}-recall", value=recall, metric="recall@5", experiment=name,
+                split="dev")
+  for every, em in ((1, stale_at_1), (3, 47.0), (10, 45.0), (30, 35.0)):
+    common = dict(experiment="staleness", split="dev", params={"refresh_every_steps": every},
+                  stats={"staleness_mean": (every - 1) / 2, "staleness_max": every - 1})
+    write_seeds(runs, f"syn-stale-{every}-dev", value=em, **common)
+    write_seeds(runs, f"syn-stale-{every}-recall", value=em - 10.0, metric="recall@5",
+                **common)
 
 
 def _verdict(verdicts, item, scale=None):
@@ -280,6 +323,10 @@ def test_check_claims_fail_when_direction_reverses(tmp_path, capsys):
   assert _verdict(verdicts, "table1/realm_above_orqa") == "FAIL"
   assert _verdict(verdicts, "table1/realm_above_closed_book") == "PASS"
   assert _verdict(verdicts, "staleness/refresh_1_above_30_em", "synthetic") == "FAIL"
+  # Out of order (20, 47, 45, 35): the rank test does not say EM falls, nor that it rises.
+  assert _verdict(verdicts, "staleness/em_decreases_with_refresh_interval") == "INCONCLUSIVE"
+  assert _verdict(verdicts, "staleness/recall_decreases_with_refresh_interval") == "INCONCLUSIVE"
+  assert _verdict(verdicts, "table1/realm_above_bm25_reader") == "INCONCLUSIVE"   # 30 vs 30
   assert _verdict(verdicts, "table2/realm_above_orqa", "synthetic") == "PASS"
   assert _verdict(verdicts, "table1/realm_wiki_above_orqa") == "MISSING"  # paper scale only
   assert cli.main(["check", "--runs", str(tmp_path)]) == 1
@@ -357,6 +404,7 @@ def test_tables_average_runs_and_keep_synthetic_apart(tmp_path):
   paper = frame[frame["section"] == "paper"].set_index("row")
   synthetic = frame[frame["section"] == "synthetic"].set_index("experiment")
   assert paper.loc[9, "NQ ours"] == 33.5 and paper.loc[9, "NQ n"] == 2
+  assert paper.loc[9, "NQ ±"] == pytest.approx(6.353, abs=1e-3)   # t(1) x 0.5: two runs
   assert paper.loc[9, "NQ Δ"] == pytest.approx(0.2)
   assert paper["NQ ours"].drop(index=9).isna().all()        # the synthetic 77.0 is not here
   assert synthetic.loc["realm", "NQ ours"] == 77.0 and synthetic.loc["realm", "NQ n"] == 1
@@ -370,12 +418,13 @@ def test_tables_without_runs_folder_show_reported_numbers(tmp_path, capsys):
                                  out_dir=tmp_path / "t")
   assert "does not exist" in capsys.readouterr().err
   assert sorted(p.name for p in written) == sorted(
-      f"{s}.{f}" for s in ("table1", "table2", "staleness") for f in ("md", "csv", "tex", "html"))
+      [f"{s}.{f}" for s in ("table1", "table2", "staleness") for f in ("md", "csv", "tex", "html")]
+      + ["leaderboard.html"])
   for path in written:
     text = path.read_text(encoding="utf-8")
     assert "realm-bench tables --runs" in text and str(tmp_path / "none") in text, path
   md = (tmp_path / "t" / "table1.md").read_text(encoding="utf-8")
-  assert "| 9 | ORQA (Lee et al. 2019) | orqa | 33.3 | — | 0 | — |" in md
+  assert "| 9 | ORQA (Lee et al. 2019) | orqa | 33.3 | — | — | 0 | — |" in md
   assert r"\begin{tabular}" in (tmp_path / "t" / "table2.tex").read_text(encoding="utf-8")
   assert not (tmp_path / "t" / "staleness.png").exists()
 
@@ -388,7 +437,8 @@ def test_staleness_plot_written_when_sweep_records_exist(tmp_path):
   assert png in written
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   md = (tmp_path / "t" / "staleness.md").read_text(encoding="utf-8")
-  assert "| 1 | 51.0 | 41.0 | 0.0 | 2 |" in md   # two seeds at refresh 1 averaged
+  # Three seeds at refresh 1 averaged: mean, ± of the 95% t-interval, n.
+  assert "| 1 | 50.0 | 2.5 | 40.0 | 2.5 | 0.0 | 3 |" in md
 
 
 def test_tables_refuse_unknown_format_and_unswept_runs(tmp_path):

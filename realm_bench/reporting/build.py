@@ -3,7 +3,8 @@
 Paper-scale runs sit beside the printed numbers with the difference; synthetic-scale runs get
 their own section and never a difference, because a number from the synthetic world compared
 against a Wikipedia number means nothing. Only evaluations count (training records are there
-for their lineage).
+for their lineage). Every cell is the mean over runs (seeds) with the half-width of its 95%
+t-interval (`±`, blank for a single run) and n, the same statistics `check` uses.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from realm_bench.errors import InputError
-from realm_bench.reporting.collect import BASE_COLUMNS, collect_records, mean_and_count, select
+from realm_bench.reporting.collect import BASE_COLUMNS, collect_records, select
 from realm_bench.reporting.records import SCALES
 from realm_bench.reporting.specs import Spec, SweepSpec, TableSpec
+from realm_bench.reporting.stats import CellStat, cell_stat
 
 MISSING = "—"
 
@@ -29,7 +31,7 @@ class Section:
   title: str
   note: str
   frame: pd.DataFrame
-  kinds: Mapping[str, str]  # column -> text | value | delta | count | param
+  kinds: Mapping[str, str]  # column -> text | value | interval | delta | count | param
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,18 @@ def _value(mean):
   return math.nan if mean is None else round(mean, 3)
 
 
+def _stat(rows: pd.DataFrame) -> CellStat:
+  return cell_stat(rows["value"].tolist())
+
+
+def _put(out: dict, kinds: dict, name: str, stat: CellStat) -> None:
+  """The cell's `NAME ours`, `NAME ±` and `NAME n` columns."""
+  out[f"{name} ours"] = _value(stat.mean)
+  out[f"{name} ±"] = _value(None if math.isnan(stat.half_width) else stat.half_width)
+  out[f"{name} n"] = stat.n
+  kinds.update({f"{name} ours": "value", f"{name} ±": "interval", f"{name} n": "count"})
+
+
 def _paper_section(spec: TableSpec, reported, frame) -> Section:
   records, kinds = [], {"row": "count", "system": "text", "experiment": "text"}
   sources = sorted({c.source for c in reported.values() if c.table == spec.reported_table})
@@ -51,27 +65,28 @@ def _paper_section(spec: TableSpec, reported, frame) -> Section:
     for col in spec.columns:
       cell = reported.get((spec.reported_table, row.row, col.dataset, col.split, col.metric))
       rep = math.nan if cell is None else cell.value
-      ours, n = None, pd.NA
+      stat = CellStat(mean=None, half_width=math.nan, n=0)
       if row.experiment:
-        ours, n = mean_and_count(select(
+        stat = _stat(select(
             frame, experiment=row.experiment, scale="paper", dataset=col.dataset,
-            split=col.split, metric=col.metric, table=spec.reported_table,
-            row=row.row)["value"])
+            split=col.split, metric=col.metric, table=spec.reported_table, row=row.row))
       out[f"{col.name} reported"] = rep
-      out[f"{col.name} ours"] = _value(ours)
-      out[f"{col.name} n"] = n
-      out[f"{col.name} Δ"] = (_value(ours - rep) if ours is not None and cell is not None
-                              else math.nan)
-      kinds.update({f"{col.name} reported": "value", f"{col.name} ours": "value",
-                    f"{col.name} n": "count", f"{col.name} Δ": "delta"})
+      kinds[f"{col.name} reported"] = "value"
+      _put(out, kinds, col.name, stat)
+      if not row.experiment:
+        out[f"{col.name} n"] = pd.NA
+      out[f"{col.name} Δ"] = (_value(stat.mean - rep) if stat.mean is not None
+                              and cell is not None else math.nan)
+      kinds[f"{col.name} Δ"] = "delta"
     records.append(out)
   table = pd.DataFrame(records, columns=list(kinds))
   table["row"] = table["row"].astype("Int64")
   for col in spec.columns:
     table[f"{col.name} n"] = table[f"{col.name} n"].astype("Int64")
-  note = (f"Reported: {'; '.join(sources)}. Ours: mean of the paper-scale run records "
-          f"(n = how many). Δ = ours − reported. {MISSING} = no number; a row without an "
-          f"experiment is not rerun here.")
+  note = (f"Reported: {'; '.join(sources)}. Ours: mean of the paper-scale run records, ± the "
+          f"half-width of its 95% t-interval over runs (none for one run), n = how many runs. "
+          f"Δ = ours − reported. {MISSING} = no number; a row without an experiment is not "
+          f"rerun here.")
   return Section(key="paper", title="Paper scale: reported | ours | Δ", note=note,
                  frame=table, kinds=kinds)
 
@@ -81,19 +96,16 @@ def _synthetic_section(spec: TableSpec, frame) -> Section:
   for row in spec.synthetic_rows:
     out = {"system": row.label, "experiment": row.experiment}
     for col in spec.synthetic_columns:
-      ours, n = mean_and_count(select(
+      _put(out, kinds, col.name, _stat(select(
           frame, experiment=row.experiment, scale="synthetic", dataset=col.dataset,
-          split=col.split, metric=col.metric, table=spec.reported_table,
-          row=row.row)["value"])
-      out[f"{col.name} ours"] = _value(ours)
-      out[f"{col.name} n"] = n
-      kinds.update({f"{col.name} ours": "value", f"{col.name} n": "count"})
+          split=col.split, metric=col.metric, table=spec.reported_table, row=row.row)))
     records.append(out)
   table = pd.DataFrame(records, columns=list(kinds))
   for col in spec.synthetic_columns:
     table[f"{col.name} n"] = table[f"{col.name} n"].astype("Int64")
-  note = (f"{spec.synthetic_title}. Ours: mean of the synthetic-scale run records (n = how "
-          f"many). No Δ: the paper's numbers are on other data.")
+  note = (f"{spec.synthetic_title}. Ours: mean of the synthetic-scale run records, ± the "
+          f"half-width of its 95% t-interval over runs (seeds; none for one run), n = how "
+          f"many runs. No Δ: the paper's numbers are on other data.")
   return Section(key="synthetic", title="Synthetic scale: ours only, not comparable to the "
                  "paper", note=note,
                  frame=table, kinds=kinds)
@@ -101,13 +113,17 @@ def _synthetic_section(spec: TableSpec, frame) -> Section:
 
 def _sweep_kinds(spec: SweepSpec) -> dict[str, str]:
   kinds = {"scale": "text", spec.param: "param"}
-  kinds.update({c.name: "value" for c in spec.sweep_columns})
+  for c in spec.sweep_columns:
+    kinds[c.name] = "value"
+    if c.metric is not None:
+      kinds[f"{c.name} ±"] = "interval"
   kinds["n"] = "count"
   return kinds
 
 
 def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
-  """One row per (scale, parameter value): mean of each column over runs, and n runs."""
+  """One row per (scale, parameter value): mean of each column over runs, the ± of each
+  metric column, and n runs."""
   param_col = f"params.{spec.param}"
   picked = frame[(frame["kind"] != "train") & (frame["experiment"] == spec.experiment)
                  & (frame["dataset"] == spec.dataset) & (frame["split"] == spec.split)]
@@ -120,21 +136,23 @@ def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
   out = []
   for (scale, value), group in picked.groupby(["scale", param_col], sort=True):
     point: dict[str, Any] = {"scale": scale, spec.param: value}
-    runs = group.drop_duplicates("run_id")
+    runs = group.drop_duplicates("path")   # one row per record (seeds share run ids)
     for c in spec.sweep_columns:
       if c.metric is not None:
-        values = group[group["metric"] == c.metric]["value"]
+        stat = _stat(group[group["metric"] == c.metric])
+        point[f"{c.name} ±"] = _value(None if math.isnan(stat.half_width) else stat.half_width)
       else:
         stat_col = f"stats.{c.stat}"
         values = (pd.to_numeric(runs[stat_col], errors="coerce") if stat_col in runs.columns
                   else pd.Series([], dtype=float))
-      point[c.name] = _value(mean_and_count(values)[0])
+        stat = cell_stat(values.tolist())
+      point[c.name] = _value(stat.mean)
     # Seeds, not records: each seed leaves one record per metric (an evaluation for EM, a
     # recall record for Recall@5), so n is the most records behind any one column, the same
     # count `check` gives a claim on that column.
-    per_metric = [group[group["metric"] == c.metric]["run_id"].nunique()
+    per_metric = [group[group["metric"] == c.metric]["path"].nunique()
                   for c in spec.sweep_columns if c.metric is not None]
-    point["n"] = max(per_metric) if per_metric else runs["run_id"].nunique()
+    point["n"] = max(per_metric) if per_metric else len(runs)
     out.append(point)
   points = pd.DataFrame(out, columns=list(_sweep_kinds(spec)))
   points["n"] = points["n"].astype("Int64")
@@ -148,8 +166,8 @@ def _sweep_sections(spec: SweepSpec, points: pd.DataFrame) -> tuple[Section, ...
   kinds = _sweep_kinds(spec)
   columns = [c for c in points.columns if c != "scale"]
   what = (f"Runs of experiment {spec.experiment!r} on {spec.dataset} {spec.split}, one row "
-          f"per params.{spec.param}; values are means over runs (n = runs behind each column, "
-          f"i.e. seeds).")
+          f"per params.{spec.param}; values are means over runs, ± the half-width of their 95% "
+          f"t-interval (none for one run), n = runs behind each column, i.e. seeds.")
   if points.empty:
     return (Section(key="sweep", title="No sweep runs yet", note=what,
                     frame=points[columns], kinds=kinds),)

@@ -2,8 +2,8 @@
 
 JSON is one object (the exit code, the counts, one entry per verdict) for scripts. JUnit XML is
 what CI systems (GitHub Actions reporters, GitLab, Jenkins) already render: one test suite per
-spec, one test case per cell and claim, FAIL a failure, MISSING skipped (a failure under
---strict), so a regression shows as the very cell that moved.
+spec, one test case per cell and claim, FAIL a failure, MISSING and INCONCLUSIVE skipped (a
+failure under --strict), so a regression shows as the very cell that moved.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pandas as pd
 
-from realm_bench.reporting.check import format_summary
+from realm_bench.reporting.check import NOT_DECIDED, fmt_interval, fmt_mean, format_summary
 
 
 def _plain(value):
@@ -43,12 +43,20 @@ def _number(value) -> str:
 
 
 def _message(row: dict) -> str:
+  row = {k: _plain(v) for k, v in row.items()}
   if row["kind"] == "cell":
-    return (f"{row['verdict']}: ours {_number(row['ours'])} vs reported "
+    return (f"{row['verdict']}: ours {fmt_mean(row['ours'], row['ours_pm'])} vs reported "
             f"{_number(row['reported'])} (Δ {_number(row['delta'])}, tolerance "
             f"{_number(row['tol'])}, n={int(row['n'])}) — {row['description']}")
-  return (f"{row['verdict']}: {_number(row['ours'])} vs {_number(row['baseline'])} "
-          f"(margin {_number(row['tol'])}, n={int(row['n'])}) — {row['description']}")
+  how = "".join(f"; {t}" for t in (row["method"], row["note"]) if t)
+  if row["tol"] is None:   # a trend claim
+    return (f"{row['verdict']}: correlation {_number(row['ours'])}, one-sided p "
+            f"{_number(row['p_value'])} (n={int(row['n'])} per point{how}) — "
+            f"{row['description']}")
+  return (f"{row['verdict']}: {fmt_mean(row['ours'], row['ours_pm'])} vs "
+          f"{fmt_mean(row['baseline'], row['baseline_pm'])}, Δ {_number(row['delta'])} "
+          f"95% interval {fmt_interval(row['ci_low'], row['ci_high'])} (margin "
+          f"{_number(row['tol'])}, n={int(row['n'])}{how}) — {row['description']}")
 
 
 def to_junit(verdicts: pd.DataFrame, *, strict: bool) -> str:
@@ -62,10 +70,10 @@ def to_junit(verdicts: pd.DataFrame, *, strict: bool) -> str:
                            name=f"{row['item']} [{row['scale']}]")
       message = _message(row)
       counts["tests"] += 1
-      if row["verdict"] == "FAIL" or (row["verdict"] == "MISSING" and strict):
+      if row["verdict"] == "FAIL" or (row["verdict"] in NOT_DECIDED and strict):
         ET.SubElement(case, "failure", message=message, type=row["verdict"]).text = message
         counts["failures"] += 1
-      elif row["verdict"] == "MISSING":
+      elif row["verdict"] in NOT_DECIDED:
         ET.SubElement(case, "skipped", message=message)
         counts["skipped"] += 1
       else:

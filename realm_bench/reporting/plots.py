@@ -18,7 +18,8 @@ from realm_bench.io_utils import atomic_write_bytes
 
 def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
   """Metric columns of a sweep against the swept parameter (left) and against the measured
-  staleness (right): the right panel shows whether the knob moved what it claims to."""
+  staleness (right): the right panel shows whether the knob moved what it claims to. Error
+  bars are the 95% t-intervals over seeds (none for a single seed)."""
   metric_columns = [c.name for c in spec.sweep_columns if c.metric is not None]
   stat_columns = [c.name for c in spec.sweep_columns if c.stat is not None]
   figure = Figure(figsize=(10, 4.4), layout="constrained")
@@ -34,8 +35,11 @@ def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
       for name in metric_columns:
         y = part[name].astype(float)
         ok = x.notna() & y.notna()
-        if ok.any():
-          ax.plot(x[ok], y[ok], marker="o", label=f"{name} ({scale})")
+        if ok.any():   # error bars: the 95% t-interval over seeds, where there are 2 or more
+          pm = (part[f"{name} ±"].astype(float).fillna(0.0) if f"{name} ±" in part.columns
+                else None)
+          ax.errorbar(x[ok], y[ok], yerr=None if pm is None else pm[ok], marker="o",
+                      capsize=3, label=f"{name} ({scale})")
     values = pd.to_numeric(points[x_column], errors="coerce").dropna()
     if len(values) and values.min() > 0 and values.max() >= 10 * values.min():
       ax.set_xscale("log")

@@ -17,9 +17,11 @@ import yaml
 from realm_bench import resources
 from realm_bench.errors import InputError
 from realm_bench.reporting.records import DATASETS, SCALES, SPLITS
+from realm_bench.reporting.stats import CORRELATIONS
 
 REPORTED_NAME = "realm_2020.yaml"
 CLAIM_SCALES = (*SCALES, "any")
+TREND_DIRECTIONS = ("decreasing", "increasing")
 _REQUIRED = object()
 
 
@@ -76,6 +78,22 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrendClaim:
+  """A sweep's claim: `metric` falls (or rises) as `params.<param>` of `experiment` grows,
+  judged by a rank correlation over the sweep's points, not by two of them."""
+  id: str
+  text: str
+  experiment: str
+  param: str
+  direction: str        # decreasing | increasing
+  correlation: str      # spearman | kendall
+  dataset: str
+  split: str
+  metric: str
+  scale: str
+
+
+@dataclasses.dataclass(frozen=True)
 class SweepColumn:
   name: str
   metric: str | None
@@ -90,7 +108,7 @@ class Spec:
   order: int
   title: str
   path: Path
-  claims: tuple[Claim, ...]
+  claims: tuple[Claim | TrendClaim, ...]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -213,18 +231,34 @@ def _side(value, path, where) -> Side:
   return Side(experiment=experiment, params=dict(params))
 
 
-def _claims(spec_doc, path) -> tuple[Claim, ...]:
+def _trend(value, path, where) -> dict:
+  return dict(experiment=_field(value, "experiment", str, path, where),
+              param=_field(value, "param", str, path, where),
+              direction=_choice(value, "direction", TREND_DIRECTIONS, path, where),
+              correlation=(_choice(value, "correlation", CORRELATIONS, path, where)
+                           if value.get("correlation") is not None else "spearman"))
+
+
+def _claims(spec_doc, path) -> tuple[Claim | TrendClaim, ...]:
   out, ids = [], set()
   for i, c in enumerate(_field(spec_doc, "claims", list, path, "", default=[])):
     w = f"claims[{i}]"
-    claim = Claim(id=_field(c, "id", str, path, w), text=_field(c, "text", str, path, w),
-                  better=_side(_field(c, "better", (str, dict), path, w), path, f"{w}.better"),
-                  worse=_side(_field(c, "worse", (str, dict), path, w), path, f"{w}.worse"),
+    common = dict(id=_field(c, "id", str, path, w), text=_field(c, "text", str, path, w),
                   dataset=_choice(c, "dataset", DATASETS, path, w),
                   split=_choice(c, "split", SPLITS, path, w),
                   metric=_field(c, "metric", str, path, w),
-                  scale=_choice(c, "scale", CLAIM_SCALES, path, w),
-                  margin=float(_field(c, "margin", (int, float), path, w, default=0.0)))
+                  scale=_choice(c, "scale", CLAIM_SCALES, path, w))
+    if "trend" in c:
+      if "better" in c or "worse" in c:
+        raise InputError("give either better and worse, or trend", path=path, field=w)
+      claim = TrendClaim(**common, **_trend(_field(c, "trend", dict, path, w), path,
+                                            f"{w}.trend"))
+    else:
+      claim = Claim(**common,
+                    better=_side(_field(c, "better", (str, dict), path, w), path,
+                                 f"{w}.better"),
+                    worse=_side(_field(c, "worse", (str, dict), path, w), path, f"{w}.worse"),
+                    margin=float(_field(c, "margin", (int, float), path, w, default=0.0)))
     if claim.id in ids:
       raise InputError(f"duplicate claim id {claim.id!r}", path=path, field=f"{w}.id")
     ids.add(claim.id)
