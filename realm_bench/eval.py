@@ -15,14 +15,14 @@ from typing import Sequence
 
 import gin
 
-from realm_bench import checkpoints, gin_utils
+from realm_bench import checkpoints, gin_utils, validate
 from realm_bench.errors import InputError
 from realm_bench.infer import load_finetuned
 from realm_bench.io_utils import atomic_write_jsonl
 from realm_bench.pipelines import base, batching
 from realm_bench.pipelines.open_qa import OpenQAPipeline
-from realm_bench.reporting.records import (RECORD_NAME, RunRecord, git_commit, hardware_info,
-                                           read_record, write_record)
+from realm_bench.reporting.records import (RECORD_NAME, SCALES, RunRecord, git_commit,
+                                           hardware_info, read_record, write_record)
 from realm_bench.retrieval.embed import Towers, build_index
 from realm_bench.retrieval.index import ExactIndex
 from realm_bench.tasks import metrics as qa_metrics
@@ -61,6 +61,18 @@ def _record(*, run_dir, kind, experiment, task, dataset, split, scale, cells, me
   return write_record(run_dir, record)
 
 
+def _check_common(entry: str, *, run_dir, checkpoint_from, experiment, dataset, split,
+                  scale) -> None:
+  """The arguments every evaluation shares, checked before anything is loaded."""
+  validate.text(entry, "run_dir", None if run_dir is None else str(run_dir))
+  validate.text(entry, "checkpoint_from",
+                None if checkpoint_from is None else str(checkpoint_from))
+  validate.text(entry, "experiment", experiment)
+  validate.text(entry, "dataset", dataset)
+  validate.text(entry, "split", split, choices=tuple(SPLIT_FILES))
+  validate.text(entry, "scale", scale, choices=SCALES)
+
+
 def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: str,
              sequence_lengths: SequenceLengths, experiment: str, dataset: str,
              split: str = "test", scale: str = "synthetic", cells: Sequence[dict] = (),
@@ -68,6 +80,9 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   """Open-QA exact match of a fine-tuned run (a retrieve-and-read pipeline such as
   `OpenQAPipeline`, or `ClosedBookPipeline`); returns the metrics it recorded."""
   import seqio  # pylint: disable=g-import-not-at-top
+  _check_common("evaluate", run_dir=run_dir, checkpoint_from=checkpoint_from,
+                experiment=experiment, dataset=dataset, split=split, scale=scale)
+  validate.whole("evaluate", "batch_size", batch_size, minimum=1)
   started = _now()
   run_dir = Path(run_dir)
   params_tree = load_finetuned(model=model, pipeline=pipeline, checkpoint_from=checkpoint_from,
@@ -111,6 +126,15 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
   whose answer occurs in a top-k block. The matcher is ORQA's raw string match, or a
   regular-expression search when the task's answers are patterns (CuratedTREC), unless
   given; the record names it."""
+  validate.text("evaluate_retrieval", "retriever", retriever, choices=("dense", "bm25"))
+  _check_common("evaluate_retrieval", run_dir=run_dir,
+                checkpoint_from=checkpoint_from if retriever == "dense" else "unused",
+                experiment=experiment, dataset=dataset, split=split, scale=scale)
+  validate.whole("evaluate_retrieval", "k", k, minimum=1)
+  if matcher is not None:
+    validate.text("evaluate_retrieval", "matcher", matcher, choices=qa_metrics.RECALL_MATCHERS)
+  validate.text("evaluate_retrieval", "qa_task", qa_task)
+  validate.text("evaluate_retrieval", "corpus_task", corpus_task)
   started = _now()
   run_dir = Path(run_dir)
   matcher = matcher or ("regex" if answers_are_regex(qa_task) else "string")

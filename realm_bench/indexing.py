@@ -15,7 +15,7 @@ from typing import Callable
 
 import jax
 
-from realm_bench import checkpoints, gin_utils
+from realm_bench import checkpoints, gin_utils, validate
 from realm_bench.retrieval import corpus_embedding
 from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import ExactIndex, MipsIndex
@@ -28,6 +28,13 @@ def index(*, model, checkpoint_from: str, corpus_task: str, out_dir: str,
           batch_size: int = 256, shard_rows: int = 1 << 16, progress: bool = True) -> dict:
   """Builds `out_dir/index` from the retriever of `checkpoint_from` (a run folder); returns
   the index manifest."""
+  validate.text("index", "checkpoint_from",
+                None if checkpoint_from is None else str(checkpoint_from))
+  validate.text("index", "corpus_task", corpus_task)
+  validate.text("index", "out_dir", None if out_dir is None else str(out_dir))
+  validate.whole("index", "step", step, minimum=0, optional=True)
+  validate.whole("index", "batch_size", batch_size, minimum=1)
+  validate.whole("index", "shard_rows", shard_rows, minimum=1)
   out_dir = Path(out_dir)
   checkpoint_dir = Path(checkpoint_from) / "checkpoints"
   manager = checkpoints.CheckpointManager(checkpoint_dir, read_only=True)

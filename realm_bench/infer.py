@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from realm_bench import checkpoints
+from realm_bench import checkpoints, validate
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_jsonl
 from realm_bench.networks import versions
 from realm_bench.pipelines.base import Pipeline
-from realm_bench.tasks.data import SequenceLengths
+from realm_bench.tasks.data import SPLIT_FILES, SequenceLengths
 
 
 def load_finetuned(*, model, pipeline: Pipeline, checkpoint_from: str,
@@ -53,6 +53,11 @@ def check_fits(model, pipeline: Pipeline, params, examples, *, where) -> None:
 def infer(*, model, pipeline: Pipeline, checkpoint_from: str,
           sequence_lengths: SequenceLengths, split: str = "test", output: str,
           batch_size: int = 32) -> Path:
+  validate.text("infer", "checkpoint_from",
+                None if checkpoint_from is None else str(checkpoint_from))
+  validate.text("infer", "split", split, choices=tuple(SPLIT_FILES))
+  validate.text("infer", "output", None if output is None else str(output))
+  validate.whole("infer", "batch_size", batch_size, minimum=1)
   params = load_finetuned(model=model, pipeline=pipeline, checkpoint_from=checkpoint_from,
                           sequence_lengths=sequence_lengths, split=split)
   rows = pipeline.predictions(model, params, pipeline.examples(split), batch_size=batch_size)

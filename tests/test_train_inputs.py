@@ -54,3 +54,43 @@ def test_failed_set_up_leaves_no_run_folder(ict, capsys):
   (ict.run / "notes.txt").write_text("mine")
   assert cli.main(ict("--gin.NUM_STEPS=5", "--gin.WARMUP_STEPS=0")) == 2
   assert sorted(p.name for p in ict.run.iterdir()) == ["notes.txt"]
+
+
+def _entry_calls(tmp_path):
+  from realm_bench import eval as eval_lib, indexing, infer  # pylint: disable=g-import-not-at-top
+  run, lengths = str(tmp_path / "run"), None
+  common = dict(model=None, checkpoint_from=str(tmp_path / "ft"), sequence_lengths=lengths)
+  return {
+      "evaluate": lambda **kw: eval_lib.evaluate(
+          pipeline=None, run_dir=run, experiment="realm", dataset="nq",
+          **{**common, **kw}),
+      "evaluate_retrieval": lambda **kw: eval_lib.evaluate_retrieval(
+          run_dir=run, experiment="realm", dataset="nq", qa_task="t", corpus_task="c",
+          **{**common, **kw}),
+      "infer": lambda **kw: infer.infer(pipeline=None, output=str(tmp_path / "p.jsonl"),
+                                        **{**common, **kw}),
+      "index": lambda **kw: indexing.index(corpus_task="c", out_dir=run,
+                                           **{**common, **kw}),
+  }
+
+
+@pytest.mark.parametrize("entry, bad, field", [
+    ("evaluate", {"batch_size": 0}, "batch_size"),
+    ("evaluate", {"split": "dev"}, "split"),
+    ("evaluate", {"scale": "huge"}, "scale"),
+    ("evaluate", {"checkpoint_from": None}, "checkpoint_from"),
+    ("evaluate_retrieval", {"k": "5"}, "k"),
+    ("evaluate_retrieval", {"matcher": "fuzzy"}, "matcher"),
+    ("evaluate_retrieval", {"retriever": "sparse"}, "retriever"),
+    ("infer", {"batch_size": -1}, "batch_size"),
+    ("infer", {"split": "valid"}, "split"),
+    ("index", {"step": -3}, "step"),
+    ("index", {"shard_rows": 0}, "shard_rows"),
+    ("index", {"batch_size": 2.5}, "batch_size"),
+])
+def test_evaluation_entries_check_their_arguments_before_any_work(tmp_path, entry, bad, field):
+  from realm_bench.errors import InputError  # pylint: disable=g-import-not-at-top
+  with pytest.raises(InputError) as caught:
+    _entry_calls(tmp_path)[entry](**bad)
+  assert f"field '{field}'" in str(caught.value) or caught.value.field == field
+  assert not any(tmp_path.iterdir())       # nothing was written
