@@ -34,6 +34,9 @@ _MACRO_LINE = re.compile(r"^([A-Za-z_][\w/]*)\s*=(?!=)")
 _GIN_ERRORS = (ValueError, ImportError, SyntaxError, KeyError, OSError)
 
 
+_UNSET = object()
+
+
 def gin_dir() -> Path:
   """The shipped gin folder: `gin/` of a source checkout, or `realm_bench/gin` in a wheel."""
   return resources.shipped_folder("gin")
@@ -88,6 +91,9 @@ class Parsed:
   """What one parse_gin call read: every file (includes too, resolved) and the read macros."""
   files: tuple[Path, ...]
   read: frozenset[str]
+  # (binding text, (scope, configurable selector)) of each command-line binding of a
+  # configurable's parameter (not of a macro).
+  bound: tuple[tuple[str, tuple[str, str]], ...] = ()
 
 
 def _included_files(result, prefixes: Sequence[str]) -> list[Path]:
@@ -147,12 +153,20 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str] = (), *,
     except _GIN_ERRORS as e:
       raise InputError(f"cannot parse gin config: {e}", path=path) from None
     files += [Path(path), *_included_files(result, prefixes)]
+  bound = []
+  config = gin.config._CONFIG  # pylint: disable=protected-access
   for binding in bindings:
+    before = {key: dict(params) for key, params in config.items()}
     try:
       gin.parse_config(binding)
     except _GIN_ERRORS as e:
       raise _binding_error(binding, e) from None
-  parsed = Parsed(files=tuple(files), read=_read_macros())
+    for key, params in config.items():
+      changed = any(before.get(key, {}).get(name, _UNSET) is not value
+                    for name, value in params.items())
+      if changed and key[1] != "gin.macro":
+        bound.append((binding, key))
+  parsed = Parsed(files=tuple(files), read=_read_macros(), bound=tuple(bound))
   if strict:
     refuse_unread_macros([parsed], bindings)
   missing = _required_macros_unset()
@@ -193,6 +207,27 @@ def refuse_unread_macros(parses: Sequence[Parsed], bindings: Sequence[str]) -> N
                        f"{_hint(name, read)}", path=path, line=line)
 
 
+def refuse_uncalled_bindings(parsed: Parsed) -> None:
+  """InputError for command-line bindings of configurables this command never called.
+
+  gin accepts `--gin.ScannIndex.num_leaves=2000` in a run that searches exactly: the name is
+  real, only nothing calls it, so the binding silently changes nothing. Which configurables
+  a command calls is known only once it has run (many are built by code, not referenced from
+  the config), so this is checked when the command ends: its outputs are complete and do not
+  depend on the binding, and the exit status says the command line was not what ran.
+  """
+  called = set(gin.config._OPERATIVE_CONFIG)  # pylint: disable=protected-access
+
+  def used(key):
+    scope, selector = key   # an unscoped binding applies in every scope
+    return any(s == selector and (not scope or scope in c.split("/")) for c, s in called)
+  unused = [text for text, key in parsed.bound if not used(key)]
+  if unused:
+    raise InputError("gin binding(s) never used by this command (nothing called their "
+                     f"configurable; its outputs are complete without them): "
+                     f"{'; '.join(map(repr, unused))}")
+
+
 def write_config(run_dir, name: str = "config.gin") -> Path:
   """Writes the full parsed config beside the run record (t5x writes config.gin too)."""
   path = Path(run_dir) / name
@@ -222,5 +257,7 @@ def run_entry(fn, gin_files: Sequence[str], bindings: Sequence[str], *,
   """Parses the config strictly, then calls the gin-configured keyword-only entry `fn`."""
   if not gin_files:
     raise InputError("at least one --gin_file is required")
-  parse_gin(gin_files, bindings, search_paths=search_paths, strict=True)
-  return gin.get_configurable(fn)()
+  parsed = parse_gin(gin_files, bindings, search_paths=search_paths, strict=True)
+  result = gin.get_configurable(fn)()
+  refuse_uncalled_bindings(parsed)
+  return result

@@ -137,3 +137,21 @@ def test_every_flag_says_its_default():
       if action.option_strings and action.dest != "help":
         text = formatter._expand_help(action)  # pylint: disable=protected-access
         assert "default" in text or "required" in text, (name, action.option_strings, text)
+
+
+def test_bindings_of_configurables_the_command_never_called_are_refused_when_it_ends():
+  from realm_bench.retrieval.index import ExactIndex  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks.data import SequenceLengths  # pylint: disable=g-import-not-at-top
+  bindings = ["RUN_DIR = '/x'", "WORLD_DIR = '/w'", "VOCAB_PATH = '/v'",
+              "SequenceLengths.query = 12", "reader/BertConfig.num_layers = 3",
+              "ScannIndex.num_leaves = 7"]
+  parsed = gin_utils.parse_gin(["runs/ict.gin"], bindings, strict=True)
+  assert [text for text, _ in parsed.bound] == bindings[3:]
+  del ExactIndex
+  gin.get_configurable(SequenceLengths)()
+  with gin.config_scope("reader"):
+    gin.get_configurable("realm_bench.networks.bert.BertConfig")()
+  with pytest.raises(InputError) as e:
+    gin_utils.refuse_uncalled_bindings(parsed)
+  assert "ScannIndex.num_leaves" in str(e.value)
+  assert "SequenceLengths" not in str(e.value) and "num_layers" not in str(e.value)
