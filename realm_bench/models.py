@@ -38,7 +38,7 @@ from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
 from realm_bench.networks.embedder import Retriever, inner_products
 from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
 from realm_bench.objectives import (marginal_span_log_likelihood, realm_log_likelihood,
-                                    source_block_masses)
+                                    source_block_masses, with_null_prior)
 
 Batch = Mapping[str, Any]
 
@@ -306,8 +306,14 @@ class RealmPretrainModel(_RetrieverModel):
   per_mask_marginal: bool = False
   score_scale: float = 1.0
   learn_score_scale: bool = False
+  # None: the null document is scored like any block (the paper). A number in (0, 1): its
+  # prior is fixed at that share (objectives.with_null_prior).
+  null_prior: float | None = None
 
   def _pretrain_net(self):
+    if self.null_prior is not None and not 0.0 < self.null_prior < 1.0:
+      raise InputError(f"must be in (0, 1) or None, got {self.null_prior!r}",
+                       field="RealmPretrainModel.null_prior")
     return RealmPretrainNet(**self._retriever_fields(), score_scale=self.score_scale,
                             learn_score_scale=self.learn_score_scale,
                             reader_config=self.reader_config)
@@ -333,6 +339,8 @@ class RealmPretrainModel(_RetrieverModel):
     scores, token_log_probs = self._forward(params, batch, dropout_rng)
     weights = batch["mlm_weights"]
     valid = batch["cand_valid"] > 0
+    if self.null_prior is not None:
+      scores = with_null_prior(scores, valid, self.null_prior)
     log_lik = realm_log_likelihood(scores, token_log_probs, weights, valid,
                                    per_mask=self.per_mask_marginal)
     num_masks = jnp.maximum(jnp.sum(weights), 1.0)
@@ -364,8 +372,10 @@ class RealmPretrainModel(_RetrieverModel):
 
   def score_batch(self, params, batch):
     scores, token_log_probs = self._forward(params, batch)
-    return realm_log_likelihood(scores, token_log_probs, batch["mlm_weights"],
-                                batch["cand_valid"] > 0)
+    valid = batch["cand_valid"] > 0
+    if self.null_prior is not None:
+      scores = with_null_prior(scores, valid, self.null_prior)
+    return realm_log_likelihood(scores, token_log_probs, batch["mlm_weights"], valid)
 
 
 @gin.configurable

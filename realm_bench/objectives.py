@@ -15,6 +15,20 @@ def masked_log_softmax(scores, valid):
   return jax.nn.log_softmax(jnp.where(valid, scores, NEG_INF), axis=-1)
 
 
+def with_null_prior(retrieval_scores, candidate_valid, null_prior: float):
+  """Log-priors with the null document (candidate 0) fixed at `null_prior` and the retrieved
+  candidates sharing the rest by their scores.
+
+  REALM scores the null document like any block; when its score is far below the retrieved
+  ones (null_doc_prob ~1e-3 here) it cannot be the sink that "no block helps" needs, and the
+  reader is trained on useless blocks instead. A fixed share makes the null document that
+  sink. Returned as scores: their log-softmax is the log-prior itself.
+  """
+  retrieved = masked_log_softmax(retrieval_scores[:, 1:], candidate_valid[:, 1:])
+  null = jnp.full_like(retrieval_scores[:, :1], jnp.log(null_prior))
+  return jnp.concatenate([null, jnp.log1p(-null_prior) + retrieved], axis=1)
+
+
 def realm_log_likelihood(retrieval_scores, token_log_probs, mask_weights, candidate_valid,
                          *, per_mask: bool = False):
   """log p(y|x) = log sum_z p(z|x) p(y|z,x) over the K candidates.

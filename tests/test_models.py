@@ -62,6 +62,17 @@ def test_per_mask_marginal_matches_released_code_form():
     assert got[b, m] == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 
+def test_null_prior_fixes_the_null_share_and_keeps_the_retrieved_ratios():
+  scores, _, _, valid = _random_inputs()
+  p = np.exp(np.asarray(objectives.masked_log_softmax(
+      objectives.with_null_prior(scores, valid, 0.3), valid)))
+  np.testing.assert_allclose(p[:, 0], 0.3, rtol=1e-5)
+  np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(p[1, 3], 0.0, atol=1e-7)           # padded candidate
+  ratio = np.exp(scores[0, 1] - scores[0, 2])
+  assert p[0, 1] / p[0, 2] == pytest.approx(ratio, rel=1e-4)
+
+
 def test_source_block_masses_are_its_prior_and_posterior_over_rows_that_hold_it():
   scores, tlp, w, valid = _random_inputs()
   valid[:] = True
