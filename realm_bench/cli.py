@@ -128,6 +128,21 @@ def _sweep_args(p):
   _gin_args(p)
 
 
+def _convert_args(p):
+  p.add_argument("--from", dest="sources", action="append", default=[], required=True,
+                 help="checkpoint to read (repeatable, one run folder of them all): a Hugging "
+                      "Face save_pretrained folder, a TF checkpoint prefix or folder, or a "
+                      "TF-Hub module folder")
+  p.add_argument("--format", required=True,
+                 choices=("hf-bert", "hf-realm", "tf-bert", "tf-realm", "tf-orqa"),
+                 help="what --from holds")
+  p.add_argument("--out", required=True, help="run folder to write (must not exist)")
+  p.add_argument("--vocab", help="vocab.txt of the weights (default: the one beside --from, "
+                                 "or in its assets/)")
+  p.add_argument("--bert_config", "--bert-config", dest="bert_config",
+                 help="bert_config.json of a TF checkpoint (default: the one beside it)")
+
+
 def _quickstart_args(p):
   p.add_argument("--out", default="results/runs/quickstart",
                  help="folder for the world, vocabulary and runs")
@@ -284,6 +299,18 @@ def _resources(args) -> dict:
   return out
 
 
+def convert(args, bindings) -> int:
+  from realm_bench.convert import convert as convert_lib  # pylint: disable=g-import-not-at-top
+  _no_bindings("convert", bindings)
+  record = convert_lib.convert(sources=args.sources, fmt=args.format, out=args.out,
+                               vocab=args.vocab, bert_config=args.bert_config)
+  print(json.dumps({"run_dir": args.out, "subtrees": record.stats["subtrees"],
+                    "index": bool(record.index_manifests),
+                    "initialised": record.stats["initialised"],
+                    "assumed": record.stats["assumed"]}))
+  return 0
+
+
 def tables(args, bindings) -> int:
   from realm_bench.reporting import render  # pylint: disable=g-import-not-at-top
   _no_bindings("tables", bindings)
@@ -329,6 +356,8 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "tasks": ("list the seqio tasks, or show examples of one", _tasks_args, tasks),
     "score": ("score a predictions file as the official Open-QA evaluation does", _score_args,
               score),
+    "convert": ("write a run folder from released BERT / REALM / ORQA weights (Hugging Face or "
+                "TF), for --gin.WARM_START and --gin.BERT_RUN", _convert_args, convert),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
     "check": ("check run records against the reported numbers, and the specs' claims over "
               "seeds and questions (PASS / FAIL / INCONCLUSIVE)",

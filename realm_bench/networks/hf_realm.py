@@ -75,7 +75,13 @@ def embedder_params(state: State, prefix: str, *, num_layers: int, num_heads: in
   that the embedder's forward pass never uses) has no counterpart here."""
   return {"bert": bert_params(state, f"{prefix}realm.", num_layers=num_layers,
                               num_heads=num_heads),
-          "projection": _dense(state, f"{prefix}cls.dense"),
+          **projection_params(state, prefix)}
+
+
+def projection_params(state: State, prefix: str) -> dict:
+  """The retriever tower's head, `RealmScorerProjection`'s dense and LayerNorm under
+  `prefix`: the `Embedder` parameters besides its "bert"."""
+  return {"projection": _dense(state, f"{prefix}cls.dense"),
           "projection_norm": _norm(state, f"{prefix}cls.LayerNorm")}
 
 
