@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import gin
 import jax
 
-from realm_bench import checkpoints, gin_utils, models, optim, validate
+from realm_bench import checkpoints, distributed as distributed_lib, gin_utils, models, optim, validate
 from realm_bench.iteration import StopAtStep
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
@@ -95,7 +95,8 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
           warm_starts: Sequence[tuple[str | None, Mapping[str, str]]] = (),
           lr_multipliers: Mapping[str, float] | None = None,
           partitioner: Partitioner | None = None, progress: bool = True,
-          stop_at_step: int | None = None) -> RunRecord:
+          stop_at_step: int | None = None,
+          distributed: distributed_lib.DistributedConfig | None = None) -> RunRecord:
   """Trains `model` on `pipeline`'s batches; returns (and, when finished, writes) its record.
 
   `warm_starts` lists (run folder, {subtree of this model: subtree of that run's}) pairs,
@@ -105,7 +106,14 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   subtrees a learning rate of their own (`optim.make_optimizer`). `stop_at_step` ends this
   process early (after checkpointing), as a preemption would: the schedule still runs to
   `num_steps`, and rerunning the command resumes.
+
+  `distributed` (default: `DistributedConfig()` with its gin bindings, else the variables
+  `launch_local` sets) makes this one process of a multi-process run: it joins before any JAX
+  computation, feeds its rows of every global batch (`distributed.shard_batches`), and only
+  process 0 writes config.gin, the record and metrics; orbax writes each checkpoint once.
   """
+  distributed_lib.initialize(config=distributed)
+  primary = distributed_lib.is_primary()
   check_arguments(run_dir=run_dir, num_steps=num_steps, batch_size=batch_size,
                   learning_rate=learning_rate, experiment=experiment, scale=scale,
                   warmup_steps=warmup_steps, weight_decay=weight_decay,
@@ -134,7 +142,7 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
     raise
   try:   # the pipeline may have started an index builder: stop it however this ends
     try:
-      batches = pipeline.stream(batch_size=batch_size, seed=seed)
+      batches = distributed_lib.shard_batches(pipeline.stream(batch_size=batch_size, seed=seed))
       optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
                                        total_steps=num_steps, weight_decay=weight_decay,
                                        lr_multipliers=lr_multipliers)
@@ -159,7 +167,8 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       pipeline.close()
       _abandon(created)
       raise
-    gin_utils.write_config(run_dir)
+    if primary:
+      gin_utils.write_config(run_dir)
 
     writer = MetricsWriter(run_dir)
     try:
@@ -186,6 +195,8 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       stats={**summary.get("stats", {}), "resumed_from_step": start_step,
              "seconds_this_process": round(time.perf_counter() - clock, 2),
              "warm_starts": [record_id(run) or str(run) for run, _ in sources]})
+  if not primary:
+    return record
   gin_utils.write_operative_config(run_dir)
   if result.step == num_steps:  # the record marks a finished run; evaluations read it
     write_record(run_dir, record)
