@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARITY_STAMP := $(VENV)/.installed-parity
 
-.PHONY: quickstart test test-slow test-parity venv clean
+.PHONY: quickstart test test-slow test-multihost test-parity venv clean
 
 venv: $(STAMP)
 
@@ -25,6 +25,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Two local processes x 4 simulated CPU devices (jax.distributed, gloo collectives) against one
+# process with 8: training, a resumed run and the merged top-k (~40 s on 2 cores).
+test-multihost: $(STAMP)
+	$(BIN)/python -m pytest -q -m multihost tests/test_multihost.py
 
 # Our networks against Hugging Face's REALM classes on copied weights; installs the `parity`
 # extra (torch and transformers, pinned in constraints.txt) on first use. Prints the measured
