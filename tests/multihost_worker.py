@@ -2,12 +2,13 @@
 as 2 processes x 4 CPU devices, or alone with 8 devices as the reference.
 
   python tests/multihost_worker.py train RUN_DIR NUM_STEPS [STOP_AT] OUT.npz
-  python tests/multihost_worker.py search OUT.npz
+  python tests/multihost_worker.py search|embed OUT.npz
 
 `train` trains the toy model on a data=4 x model=2 mesh (resuming from RUN_DIR's checkpoints)
 and process 0 writes the final parameters, gathered from every process, to OUT.npz. `search`
 splits a fixed corpus over the processes, searches it with `DistributedExactIndex` and writes
-the merged top-k (process 0).
+the merged top-k (process 0). `embed` also embeds the corpus, each process its own rows
+(`sharded_index.build_sharded`), before searching it.
 """
 from __future__ import annotations
 
@@ -62,6 +63,30 @@ def _search(out: str) -> None:
     np.savez(out, scores=scores, ids=found, processes=np.int64(jax.process_count()))
 
 
+def tokens() -> np.ndarray:
+  return np.random.default_rng(4).integers(0, 50, size=(CORPUS_ROWS, 6)).astype(np.int32)
+
+
+def embed_tokens(ids):
+  """A fixed document tower: a seeded embedding table, averaged over the block."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  table = jax.random.normal(jax.random.PRNGKey(0), (50, DIM))
+  return jnp.tanh(table[ids].mean(axis=1) * 3.0)
+
+
+def _embed(out: str) -> None:
+  from realm_bench.retrieval import sharded_index  # pylint: disable=g-import-not-at-top
+  _, ids, queries = corpus()
+  index = sharded_index.build_sharded(embed_fn=jax.jit(embed_tokens), doc_inputs=tokens(),
+                                      ids=ids, batch_size=128,
+                                      index_factory=lambda: sharded_index.ExactIndex(
+                                          top_k_block=64))
+  scores, found = index.search(queries, K)
+  if distributed.is_primary():
+    np.savez(out, scores=scores, ids=found, processes=np.int64(jax.process_count()),
+             global_rows=np.int64(index.manifest["global_num_blocks"]))
+
+
 def main(argv):
   if argv[0] == "train":
     run_dir, num_steps = argv[1], int(argv[2])
@@ -69,6 +94,8 @@ def main(argv):
     _train(run_dir, num_steps, stop_at, argv[-1])
   elif argv[0] == "search":
     _search(argv[1])
+  elif argv[0] == "embed":
+    _embed(argv[1])
   else:
     raise SystemExit(f"unknown mode {argv[0]!r}")
 

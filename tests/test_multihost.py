@@ -117,3 +117,20 @@ def test_merged_top_k_equals_single_process_exact_search(tmp_path):
   scores, rows_found = index.exact_top_k(rows, queries, multihost_worker.K)
   np.testing.assert_array_equal(merged["ids"], ids[rows_found])
   np.testing.assert_allclose(merged["scores"], scores, rtol=0, atol=1e-5)
+
+
+def test_corpus_embedded_in_shards_searches_like_one_process(tmp_path):
+  sys.path.insert(0, str(TESTS_DIR))
+  import jax  # pylint: disable=g-import-not-at-top
+  import multihost_worker  # pylint: disable=g-import-not-at-top
+  from realm_bench.retrieval import embed, index  # pylint: disable=g-import-not-at-top
+  _two_processes("embed", tmp_path / "embedded.npz")
+  merged = np.load(tmp_path / "embedded.npz")
+  assert int(merged["processes"]) == 2
+  assert int(merged["global_rows"]) == multihost_worker.CORPUS_ROWS
+  _, ids, queries = multihost_worker.corpus()
+  rows = embed.embed_in_batches(jax.jit(multihost_worker.embed_tokens), multihost_worker.tokens(),
+                                batch_size=128)
+  scores, rows_found = index.exact_top_k(rows, queries, multihost_worker.K)
+  np.testing.assert_array_equal(merged["ids"], ids[rows_found])
+  np.testing.assert_allclose(merged["scores"], scores, rtol=0, atol=1e-5)
