@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARITY_STAMP := $(VENV)/.installed-parity
 
-.PHONY: quickstart test test-slow test-multihost test-parity venv clean
+.PHONY: quickstart test test-slow test-multihost test-parity venv venv-accelerator clean
 
 venv: $(STAMP)
 
@@ -16,6 +16,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
+
+# JAX for an accelerator in place of the CPU build (same JAX version as constraints.txt):
+#   make venv-accelerator JAX_BUILD=cuda12     NVIDIA GPUs (CUDA 12 wheels from PyPI)
+#   make venv-accelerator JAX_BUILD=tpu        Cloud TPU VMs (libtpu from PyPI)
+JAX_BUILD ?= cuda12
+venv-accelerator: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt 'jax[$(JAX_BUILD)]'
+	$(BIN)/python -c 'import jax; print(jax.default_backend(), jax.devices())'
 
 quickstart: $(STAMP)
 	$(BIN)/realm-bench quickstart
