@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARITY_STAMP := $(VENV)/.installed-parity
 
-.PHONY: quickstart test test-slow test-parity venv clean
+.PHONY: quickstart test test-slow test-multihost test-parity venv venv-accelerator clean
 
 venv: $(STAMP)
 
@@ -17,6 +17,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
+# JAX for an accelerator in place of the CPU build (same JAX version as constraints.txt):
+#   make venv-accelerator JAX_BUILD=cuda12     NVIDIA GPUs (CUDA 12 wheels from PyPI)
+#   make venv-accelerator JAX_BUILD=tpu        Cloud TPU VMs (libtpu from PyPI)
+JAX_BUILD ?= cuda12
+venv-accelerator: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt 'jax[$(JAX_BUILD)]'
+	$(BIN)/python -c 'import jax; print(jax.default_backend(), jax.devices())'
+
 quickstart: $(STAMP)
 	$(BIN)/realm-bench quickstart
 
@@ -25,6 +33,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Two local processes x 4 simulated CPU devices (jax.distributed, gloo collectives) against one
+# process with 8: training, a resumed run and the merged top-k (~40 s on 2 cores).
+test-multihost: $(STAMP)
+	$(BIN)/python -m pytest -q -m multihost tests/test_multihost.py
 
 # Our networks against Hugging Face's REALM classes on copied weights; installs the `parity`
 # extra (torch and transformers, pinned in constraints.txt) on first use. Prints the measured

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import gin
 import jax
 
-from realm_bench import checkpoints, gin_utils, models, optim, validate
+from realm_bench import checkpoints, distributed as distributed_lib, gin_utils, models, optim, validate
 from realm_bench.iteration import StopAtStep
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
@@ -95,7 +95,9 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
           warm_starts: Sequence[tuple[str | None, Mapping[str, str]]] = (),
           lr_multipliers: Mapping[str, float] | None = None,
           partitioner: Partitioner | None = None, progress: bool = True,
-          stop_at_step: int | None = None) -> RunRecord:
+          stop_at_step: int | None = None,
+          distributed: distributed_lib.DistributedConfig | None = None,
+          process_rows: str = "prepared") -> RunRecord:
   """Trains `model` on `pipeline`'s batches; returns (and, when finished, writes) its record.
 
   `warm_starts` lists (run folder, {subtree of this model: subtree of that run's}) pairs,
@@ -105,7 +107,21 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   subtrees a learning rate of their own (`optim.make_optimizer`). `stop_at_step` ends this
   process early (after checkpointing), as a preemption would: the schedule still runs to
   `num_steps`, and rerunning the command resumes.
+
+  `distributed` (default: `DistributedConfig()` with its gin bindings, else the variables
+  `launch_local` sets) makes this one process of a multi-process run: it joins before any JAX
+  computation, feeds its rows of every global batch, and only process 0 writes config.gin, the
+  record and metrics; orbax writes each checkpoint once. `process_rows` says where the batch is
+  split: "prepared" (default) has every process prepare the whole global batch and keep its
+  rows of the model batch, so the run equals a one-process run whatever the pipeline's
+  `prepare` draws per batch (ICT's and MLM's masks are drawn for the batch, not per row), at
+  the cost of repeating the host work on every process; "examples" splits the raw examples
+  first (`distributed.shard_batches`), so each process prepares only its rows: no repeated
+  work, but the batches then depend on the process count unless `prepare` is row-wise.
   """
+  validate.text("train", "process_rows", process_rows, choices=("prepared", "examples"))
+  distributed_lib.initialize(config=distributed)
+  primary = distributed_lib.is_primary()
   check_arguments(run_dir=run_dir, num_steps=num_steps, batch_size=batch_size,
                   learning_rate=learning_rate, experiment=experiment, scale=scale,
                   warmup_steps=warmup_steps, weight_decay=weight_decay,
@@ -135,6 +151,16 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
   try:   # the pipeline may have started an index builder: stop it however this ends
     try:
       batches = pipeline.stream(batch_size=batch_size, seed=seed)
+      shard = distributed_lib.DataShard.of_this_process()
+      prepare, shape_batch = pipeline.prepare, pipeline.shape_batch
+      if shard.num_shards > 1 and process_rows == "examples":
+        batches = distributed_lib.shard_batches(batches, shard)
+      elif shard.num_shards > 1:
+        def prepare(step, params, raw):   # pylint: disable=function-redefined
+          return shard.local_batch(pipeline.prepare(step, params, raw))
+
+        def shape_batch(raw):   # pylint: disable=function-redefined
+          return shard.local_batch(pipeline.shape_batch(raw))
       optimizer = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=warmup_steps,
                                        total_steps=num_steps, weight_decay=weight_decay,
                                        lr_multipliers=lr_multipliers)
@@ -144,7 +170,7 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       rng = jax.random.PRNGKey(seed)
       state, start_step, extra = restore_or_initialize(
           trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
-          init_batch=pipeline.shape_batch(batches.peek()))
+          init_batch=shape_batch(batches.peek()))
       if start_step == 0 and loaded:
         started_params = jax.device_get(state.params)
         for run, params, subtrees in loaded:
@@ -159,14 +185,15 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       pipeline.close()
       _abandon(created)
       raise
-    gin_utils.write_config(run_dir)
+    if primary:
+      gin_utils.write_config(run_dir)
 
     writer = MetricsWriter(run_dir)
     try:
       result = train_loop(
           trainer=trainer, state=state, batches=batches, start_step=start_step,
           num_steps=num_steps, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
-          log_every=log_every, metrics_writer=writer, prepare=pipeline.prepare, hooks=hooks,
+          log_every=log_every, metrics_writer=writer, prepare=prepare, hooks=hooks,
           progress=progress)
     finally:
       writer.close()
@@ -186,6 +213,8 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       stats={**summary.get("stats", {}), "resumed_from_step": start_step,
              "seconds_this_process": round(time.perf_counter() - clock, 2),
              "warm_starts": [record_id(run) or str(run) for run, _ in sources]})
+  if not primary:
+    return record
   gin_utils.write_operative_config(run_dir)
   if result.step == num_steps:  # the record marks a finished run; evaluations read it
     write_record(run_dir, record)

@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {ROOT / "realm_bench": "realm_bench", ROOT / "tasks": "realm_bench.tasks"}
 MAX_LINES = 500
 # Modules every layer may use: errors, atomic files, the loop/pipeline contract, the shipped
-# data folders, TensorFlow kept off the accelerators.
+# data folders, TensorFlow kept off the accelerators, which process holds which rows.
 BASE = ("realm_bench.errors", "realm_bench.io_utils", "realm_bench.iteration",
-        "realm_bench.resources", "realm_bench.tf_runtime")
+        "realm_bench.resources", "realm_bench.tf_runtime", "realm_bench.distributed")
 ENTRY = ("realm_bench.train", "realm_bench.eval", "realm_bench.infer", "realm_bench.indexing",
          "realm_bench.quickstart", "realm_bench.sweep", "realm_bench.cli", "realm_bench.score")
 

@@ -18,7 +18,8 @@ import numpy as np
 import optax
 from flax import linen as nn
 
-from realm_bench import checkpoints, iteration, metrics_io, optim, partitioning, trainer
+from realm_bench import (checkpoints, distributed, iteration, metrics_io, optim, partitioning,
+                         trainer)
 from realm_bench.models_base import BaseModel
 
 IN_DIM = 8
@@ -94,30 +95,35 @@ def make_batches(seed: int, position: int, *, nan_at: int | None = None):
     i += 1
 
 
-def toy_trainer(*, hidden: int = 16, learning_rate: float = 1e-2) -> trainer.Trainer:
+def toy_trainer(*, hidden: int = 16, learning_rate: float = 1e-2,
+                num_partitions: int = 1) -> trainer.Trainer:
   """One Trainer per configuration, so runs in one process share its compiled steps."""
-  return _cached_trainer(hidden, learning_rate)
+  return _cached_trainer(hidden, learning_rate, num_partitions)
 
 
 @functools.cache
-def _cached_trainer(hidden: int, learning_rate: float) -> trainer.Trainer:
+def _cached_trainer(hidden: int, learning_rate: float, num_partitions: int) -> trainer.Trainer:
   tx = optim.make_optimizer(learning_rate=learning_rate, warmup_steps=3, total_steps=40)
-  return trainer.Trainer(ToyModel(hidden=hidden), tx, partitioning.Partitioner(), dropout_seed=7)
+  return trainer.Trainer(ToyModel(hidden=hidden), tx,
+                         partitioning.Partitioner(num_partitions=num_partitions), dropout_seed=7)
 
 
 def run_training(run_dir, *, num_steps: int, checkpoint_every: int = 2, log_every: int = 1,
                  hidden: int = 16, learning_rate: float = 1e-2, nan_at: int | None = None,
                  step_delay: float = 0.0, tensorboard: bool = False, data_seed: int = 0,
-                 keep: int = 3, crash_at: int | None = None) -> trainer.LoopResult:
+                 keep: int = 3, crash_at: int | None = None,
+                 num_partitions: int = 1) -> trainer.LoopResult:
   """Resumes from `run_dir/checkpoints` if it has one; trains to `num_steps` in total.
 
   `crash_at` raises SimulatedCrash before the update after step `crash_at`, i.e. after that
-  step's metrics row is written but typically after the last checkpoint.
+  step's metrics row is written but typically after the last checkpoint. In a multi-process
+  run each process feeds its rows of every global batch (`distributed.shard_batches`).
   """
   run_dir = Path(run_dir)
-  the_trainer = toy_trainer(hidden=hidden, learning_rate=learning_rate)
-  batches = iteration.DeterministicIterator(
-      lambda seed, position: make_batches(seed, position, nan_at=nan_at), seed=data_seed)
+  the_trainer = toy_trainer(hidden=hidden, learning_rate=learning_rate,
+                            num_partitions=num_partitions)
+  batches = distributed.shard_batches(iteration.DeterministicIterator(
+      lambda seed, position: make_batches(seed, position, nan_at=nan_at), seed=data_seed))
   manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep)
   state, start, _ = trainer.restore_or_initialize(
       trainer=the_trainer, checkpoint_manager=manager, batches=batches,

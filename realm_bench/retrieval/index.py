@@ -287,7 +287,9 @@ class ExactIndex(MipsIndex):
     self.ids = ids
     rows, dim = embeddings.shape
     head_rows = rows - rows % self.top_k_block
-    devices = jax.devices()
+    # This process's devices: in a multi-process run each process holds only its own rows
+    # (`sharded_index`), and the global device list would include other hosts'.
+    devices = jax.local_devices()
     sharding = None
     if len(devices) > 1 and (head_rows // self.top_k_block) % len(devices) == 0:
       mesh = jax.sharding.Mesh(np.array(devices), ("rows",))
