@@ -22,7 +22,8 @@ from typing import Mapping, Sequence
 import gin
 import jax
 
-from realm_bench import checkpoints, distributed as distributed_lib, gin_utils, models, optim, validate
+from realm_bench import (checkpoints, distributed as distributed_lib, gin_utils, host_memory,
+                         models, optim, validate)
 from realm_bench.iteration import StopAtStep
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
@@ -168,9 +169,11 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       manager = checkpoints.CheckpointManager(run_dir / "checkpoints", keep=keep_checkpoints)
       hooks = pipeline.hooks() + ([] if stop_at_step is None else [StopAtStep(stop_at_step)])
       rng = jax.random.PRNGKey(seed)
+      init_batch = shape_batch(batches.peek())
+      host_memory.check_step_fits(trainer=trainer, rng=rng, batch=init_batch)
       state, start_step, extra = restore_or_initialize(
           trainer=trainer, checkpoint_manager=manager, batches=batches, rng=rng,
-          init_batch=shape_batch(batches.peek()))
+          init_batch=init_batch)
       if start_step == 0 and loaded:
         started_params = jax.device_get(state.params)
         for run, params, subtrees in loaded:

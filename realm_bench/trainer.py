@@ -118,19 +118,27 @@ class Trainer:
       metrics["learning_rate"] = learning_rate
     return new_state, metrics
 
-  def train_step(self, state: TrainState,
-                 batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
-    """One update. `state` is donated (invalid afterwards); metrics are device scalars."""
-    if self._state_shardings is None:
-      raise RuntimeError("call Trainer.init_state or Trainer.abstract_state first: the step "
-                         "is compiled for the state's shardings")
+  def _compiled_step(self):
     if self._step_fn is None:
       self._step_fn = self.partitioner.jit(
           self._train_step,
           in_shardings=(self._state_shardings, self.partitioner.batch_sharding()),
           out_shardings=(self._state_shardings, self.partitioner.replicated()),
           donate_argnums=(0,))
-    return self._step_fn(state, self.partitioner.shard_batch(batch))
+    return self._step_fn
+
+  def lower_step(self, abstract_state: TrainState, batch: Mapping[str, Any]):
+    """The train step lowered for `abstract_state` (from `abstract_state()`): what XLA's
+    memory and cost analyses read, with nothing allocated."""
+    return self._compiled_step().lower(abstract_state, self.partitioner.shard_batch(batch))
+
+  def train_step(self, state: TrainState,
+                 batch: Mapping[str, Any]) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One update. `state` is donated (invalid afterwards); metrics are device scalars."""
+    if self._state_shardings is None:
+      raise RuntimeError("call Trainer.init_state or Trainer.abstract_state first: the step "
+                         "is compiled for the state's shardings")
+    return self._compiled_step()(state, self.partitioner.shard_batch(batch))
 
 
 def restore_or_initialize(*, trainer: Trainer, checkpoint_manager: CheckpointManager,

@@ -289,3 +289,23 @@ def test_metrics_writer_truncates_on_resume_and_writes_tensorboard(tmp_path):
   rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
   assert rows == [{"loss": 1.0, "step": 1}, {"loss": 0.5, "step": 2}]
   assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_a_step_too_large_for_the_host_is_refused_with_its_estimate_before_allocating():
+  from realm_bench import host_memory  # pylint: disable=g-import-not-at-top
+  t = toy_trainer()
+  batch = next(make_batches(0, 0))
+  rng = jax.random.PRNGKey(0)
+  assert host_memory.check_step_fits(trainer=t, rng=rng, batch=batch) is None   # small: skipped
+  with pytest.raises(InputError) as e:
+    host_memory.check_step_fits(trainer=t, rng=rng, batch=batch, min_state_bytes=0,
+                                available=1, flops_per_second=1e9)
+  assert e.value.field == "batch_size" and "does not fit" in str(e.value)
+  said = []
+  estimate = host_memory.check_step_fits(trainer=t, rng=rng, batch=batch, min_state_bytes=0,
+                                         available=1 << 40, flops_per_second=1e9,
+                                         say=said.append)
+  assert said == [] and 0 < estimate["step_gib"] < 1 and estimate["step_tflop"] > 0
+  # The compiled step still trains afterwards (the check allocated no state).
+  state = t.init_state(rng, batch)
+  t.train_step(state, batch)
