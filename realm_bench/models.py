@@ -306,9 +306,7 @@ class RealmPretrainModel(_RetrieverModel):
   per_mask_marginal: bool = False
   score_scale: float = 1.0
   learn_score_scale: bool = False
-  # None: the null document is scored like any block (the paper). A number in (0, 1): its
-  # prior is fixed at that share (objectives.with_null_prior).
-  null_prior: float | None = None
+  null_prior: float | None = None   # None: scored like a block (the paper); see with_null_prior
 
   def _pretrain_net(self):
     if self.null_prior is not None and not 0.0 < self.null_prior < 1.0:
