@@ -77,6 +77,19 @@ def _vocab_args(p):
   p.add_argument("--out", required=True, help="vocab.txt to write")
 
 
+def _data_args(p):
+  actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+  r = actions.add_parser("resplit", formatter_class=_HelpWithDefaults,
+                         help="ORQA's train / dev / test split of a benchmark's released files")
+  r.add_argument("--name", required=True, help="nq, wq or trec (or NaturalQuestions, ...)")
+  r.add_argument("--train", required=True,
+                 help="the released train file (JSON lines with a question, or DPR's TSV)")
+  r.add_argument("--test", required=True,
+                 help="the released test file (NQ-Open: its dev file), same formats")
+  r.add_argument("--out", required=True,
+                 help="folder for train/dev/test.jsonl: DATA_DIR/open_qa/{nq,wq,trec}")
+
+
 def _tasks_args(p):
   p.add_argument("name", nargs="?", help="task to show; lists all tasks when omitted")
   p.add_argument("--split", default="validation", help="split to show examples of")
@@ -311,6 +324,17 @@ def convert(args, bindings) -> int:
   return 0
 
 
+def data(args, bindings) -> int:
+  from realm_bench import data_splits  # pylint: disable=g-import-not-at-top
+  _no_bindings("data", bindings)
+  counts = data_splits.resplit(name=args.name, train=args.train, test=args.test, out=args.out)
+  print(json.dumps(counts))
+  for split, expected in counts["differs_from_released"].items():
+    print(f"note: {split} has {counts[split]} questions; the released split has {expected}",
+          file=sys.stderr)
+  return 0
+
+
 def tables(args, bindings) -> int:
   from realm_bench.reporting import render  # pylint: disable=g-import-not-at-top
   _no_bindings("tables", bindings)
@@ -358,6 +382,8 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
               score),
     "convert": ("write a run folder from released BERT / REALM / ORQA weights (Hugging Face or "
                 "TF), for --gin.WARM_START and --gin.BERT_RUN", _convert_args, convert),
+    "data": ("prepare real Open-QA data: `data resplit` makes ORQA's dev split", _data_args,
+             data),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
     "check": ("check run records against the reported numbers, and the specs' claims over "
               "seeds and questions (PASS / FAIL / INCONCLUSIVE)",
