@@ -119,3 +119,13 @@ def test_smoke_runs_every_row_and_the_check(tmp_path, capsys):
   # A rerun finds every stage done.
   assert cli.main(["reproduce", "--smoke", "--dry_run", "--out", str(out)]) == 0
   assert re.search(r"(\d+)/\1 stages done, 0 left", capsys.readouterr().out)
+
+
+def test_a_world_of_another_seed_is_refused(tmp_path):
+  from realm_bench import stages as stages_lib
+  from realm_bench.tasks import world as world_lib
+  (tmp_path / "world").mkdir()
+  (tmp_path / "world" / "manifest.json").write_text('{"seed": 0}')
+  s = stages_lib.Stages(tmp_path, QuickstartConfig())
+  with pytest.raises(InputError, match="WorldConfig.seed"):
+    stages_lib.make_world(s, world_lib.WorldConfig(seed=1))
