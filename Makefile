@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARITY_STAMP := $(VENV)/.installed-parity
 
-.PHONY: quickstart test test-slow test-multihost test-parity venv venv-accelerator clean
+.PHONY: quickstart reproduce reproduce-smoke test test-slow test-multihost test-parity venv venv-accelerator clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,16 @@ venv-accelerator: $(STAMP)
 
 quickstart: $(STAMP)
 	$(BIN)/realm-bench quickstart
+
+# Every row of Tables 1 and 2 and the staleness sweep over SEEDS seeds (resumable), then the
+# tables, plots and check under OUT; reproduce-smoke is the same at test sizes on the tiny world.
+SEEDS ?= 3
+OUT ?= results/runs/reproduce
+reproduce: $(STAMP)
+	$(BIN)/realm-bench reproduce --seeds $(SEEDS) --out $(OUT)
+
+reproduce-smoke: $(STAMP)
+	$(BIN)/realm-bench reproduce --smoke --out results/runs/reproduce_smoke
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

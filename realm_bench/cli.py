@@ -155,6 +155,19 @@ def _convert_args(p):
   p.add_argument("--bert_config", "--bert-config", dest="bert_config",
                  help="bert_config.json of a TF checkpoint (default: the one beside it)")
 
+def _reproduce_args(p):
+  p.add_argument("--out", default="results/runs/reproduce",
+                 help="folder for the world, vocabulary, seed_N/runs, tables and check output")
+  p.add_argument("--seeds", type=int, default=None,
+                 help="how many seeds (0, 1, ... N-1; each varies SEED: model and data order) "
+                      "(default: ReproduceConfig.seeds of the gin files, 3)")
+  p.add_argument("--smoke", action="store_true",
+                 help="every row end to end on the tiny world with a handful of steps "
+                      "(runs/reproduce_smoke.gin): checks the plumbing, not the claims")
+  p.add_argument("--dry_run", "--dry-run", dest="dry_run", action="store_true",
+                 help="list the stages left and the estimated time, run nothing")
+  _gin_args(p)
+
 
 def _quickstart_args(p):
   p.add_argument("--out", default="results/runs/quickstart",
@@ -171,16 +184,16 @@ def _no_bindings(command: str, bindings) -> None:
     raise InputError(f"`{command}` takes no gin bindings, got {bindings[0]!r}")
 
 
-def _stage_configs(run_file, args, bindings):
-  """The QuickstartConfig of `run_file` + the user's files, and the world's config from the
-  world gin it names with the same bindings (so --gin.WorldConfig.seed=3 changes the world)."""
+def _stage_configs(run_files, args, bindings, extra: str | None = None):
+  """The QuickstartConfig of `run_files` + the user's files (and the configurable named
+  `extra`, e.g. the SweepConfig), and the world's config from the world gin it names with the
+  same bindings (so --gin.WorldConfig.seed=3 changes the world)."""
   import gin  # pylint: disable=g-import-not-at-top
   from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
-  stages = parse_gin([run_file, *args.gin_file], bindings, **_gin_sources(args))
+  stages = parse_gin([*run_files, *args.gin_file], bindings, **_gin_sources(args))
   config = quickstart_lib.QuickstartConfig()
-  extra = gin.get_configurable("realm_bench.sweep.SweepConfig")() if "sweep" in run_file \
-      else None
+  extra = None if extra is None else gin.get_configurable(extra)()
   world = parse_gin([config.world_gin, *args.gin_file], bindings, **_gin_sources(args))
   world_config = world_lib.WorldConfig()
   gin.clear_config()
@@ -190,7 +203,7 @@ def _stage_configs(run_file, args, bindings):
 
 def quickstart(args, bindings) -> int:
   from realm_bench import quickstart as quickstart_lib  # pylint: disable=g-import-not-at-top
-  config, world_config, _ = _stage_configs("runs/quickstart.gin", args, bindings)
+  config, world_config, _ = _stage_configs(["runs/quickstart.gin"], args, bindings)
   quickstart_lib.run(out_dir=args.out, config=config, world_config=world_config)
   return 0
 
@@ -199,10 +212,26 @@ def sweep(args, bindings) -> int:
   from realm_bench import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
   # An empty `--values=` is refused, not read as "the default sweep".
   values = None if args.values is None else sweep_lib.parse_values(args.values)
-  stages, world_config, config = _stage_configs("runs/sweep.gin", args, bindings)
+  stages, world_config, config = _stage_configs(["runs/sweep.gin"], args, bindings,
+                                                 extra="realm_bench.sweep.SweepConfig")
   if values is not None:
     config = dataclasses.replace(config, values=values)
   sweep_lib.run(out_dir=args.out, sweep=config, stages=stages, world_config=world_config)
+  return 0
+
+
+def reproduce(args, bindings) -> int:
+  from realm_bench import reproduce as reproduce_lib  # pylint: disable=g-import-not-at-top
+  if args.seeds is not None:
+    reproduce_lib.validate_seeds(args.seeds)
+    bindings = [*bindings, f"ReproduceConfig.seeds = {args.seeds}"]
+  run_files = ["runs/reproduce.gin"] + (["runs/reproduce_smoke.gin"] if args.smoke else [])
+  stages, world_config, config = _stage_configs(
+      run_files, args, bindings, extra="realm_bench.reproduce.ReproduceConfig")
+  command = " ".join(["realm-bench reproduce", f"--seeds {config.seeds}", f"--out {args.out}",
+                      *(["--smoke"] if args.smoke else [])])
+  reproduce_lib.run(out_dir=args.out, config=config, stages=stages, world_config=world_config,
+                    dry_run=args.dry_run, command=command)
   return 0
 
 
@@ -365,6 +394,8 @@ def check(args, bindings) -> int:
 # name -> (help, argument builder, handler).
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "quickstart": ("the whole pipeline on the synthetic world", _quickstart_args, quickstart),
+    "reproduce": ("every row of Tables 1 and 2 and the staleness sweep, per seed, then the "
+                  "tables and the check", _reproduce_args, reproduce),
     "sweep": ("the index-staleness sweep: one pre-training + fine-tuning per refresh interval",
               _sweep_args, sweep),
     "train": ("train a model (ICT, REALM pre-training or Open-QA fine-tuning) from gin files",

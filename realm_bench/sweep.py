@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Mapping
 
 import gin
 
 from realm_bench import quickstart
+from realm_bench import stages as stages_lib
 from realm_bench.errors import InputError
 
 
@@ -41,22 +43,38 @@ def parse_values(text: str) -> tuple[int, ...]:
   return values
 
 
+def run_points(s: stages_lib.Stages, *, sweep: SweepConfig, bert: Path, ict: Path,
+               reuse: Mapping[int, tuple[Path, Path]] | None = None) -> None:
+  """Every point's stages, skipping finished ones. `reuse` maps a refresh interval to the
+  (pre-training, fine-tuning) runs of a table row made with exactly that recipe (REALM's
+  row, the 30x stale row), whose checkpoints the point evaluates instead of training twins."""
+  c = s.config
+  reuse = {} if sweep.pretrain_bindings else dict(reuse or {})
+  for value in sweep.values:
+    name = f"{sweep.experiment}_refresh_{value:04d}"
+    experiment = [f"EXPERIMENT = '{sweep.experiment}'"]
+    if value in reuse:
+      pretrain, tuned = reuse[value]
+    else:
+      pretrain = s.train(f"{name}_pretrain", ["runs/pretrain.gin"],
+                         stages_lib.pretrain_bindings(c, ict, bert)
+                         + [f"REFRESH_EVERY = {value}", *experiment, *sweep.pretrain_bindings],
+                         kind="pretrain")
+    s.recall(f"{name}_recall_dev", sweep.experiment, pretrain)
+    if value not in reuse:
+      tuned = s.train(f"{name}_finetune", ["runs/finetune.gin"],
+                      stages_lib.finetune_bindings(c, pretrain, bert) + experiment,
+                      kind="finetune")
+    s.evaluate(f"{name}_eval_dev", sweep.experiment, tuned, "validation")
+
+
 def run(*, out_dir, sweep: SweepConfig, stages: quickstart.QuickstartConfig,
         world_config) -> list[Path]:
   """Runs every sweep point (skipping finished stages); returns the table files written."""
   from realm_bench.reporting.render import render_tables  # pylint: disable=g-import-not-at-top
   clock = time.perf_counter()
   s, bert, ict = quickstart.start(out_dir, stages, world_config)
-  for value in sweep.values:
-    name = f"{sweep.experiment}_refresh_{value:04d}"
-    experiment = [f"EXPERIMENT = '{sweep.experiment}'"]
-    pretrain = s.train(f"{name}_pretrain", ["runs/pretrain.gin"],
-                       quickstart.pretrain_bindings(stages, ict, bert)
-                       + [f"REFRESH_EVERY = {value}", *experiment, *sweep.pretrain_bindings])
-    s.recall(f"{name}_recall_dev", sweep.experiment, pretrain)
-    tuned = s.train(f"{name}_finetune", ["runs/finetune.gin"],
-                    quickstart.finetune_bindings(stages, pretrain, bert) + experiment)
-    s.evaluate(f"{name}_eval_dev", sweep.experiment, tuned, "validation")
+  run_points(s, sweep=sweep, bert=bert, ict=ict)
   values = ",".join(str(v) for v in sweep.values)
   files = render_tables(runs_dir=s.runs, formats=["md"], out_dir=s.out / "tables",
                         command=f"realm-bench sweep --out {out_dir} --values={values}",

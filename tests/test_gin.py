@@ -11,7 +11,7 @@ GIN_FILES = gin_utils.all_gin_files()
 # Values for every REQUIRED macro a run file declares; parsing must not need real folders.
 DUMMY = {"RUN_DIR": "'/nonexistent/run'", "WARM_START": "None", "CHECKPOINT_FROM": "'/x'",
          "EXPERIMENT": "'realm'", "DATASET": "'nq'", "OUTPUT": "'/x/p.jsonl'",
-         "INDEX_DIR": "'/x/index'"}
+         "INDEX_DIR": "'/x/index'", "REALM_RUN": "None"}
 
 
 def _relative(path) -> str:

@@ -16,7 +16,8 @@ MAX_LINES = 500
 BASE = ("realm_bench.errors", "realm_bench.io_utils", "realm_bench.iteration",
         "realm_bench.resources", "realm_bench.tf_runtime", "realm_bench.distributed")
 ENTRY = ("realm_bench.train", "realm_bench.eval", "realm_bench.infer", "realm_bench.indexing",
-         "realm_bench.quickstart", "realm_bench.sweep", "realm_bench.cli", "realm_bench.score")
+         "realm_bench.quickstart", "realm_bench.sweep", "realm_bench.reproduce",
+         "realm_bench.stages", "realm_bench.cli", "realm_bench.score")
 
 
 def _modules() -> dict[str, Path]:

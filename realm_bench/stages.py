@@ -1,0 +1,220 @@
+"""The stage runner the quickstart, the sweep and `reproduce` share.
+
+A stage is one gin-configured call of an entry function (`train`, `evaluate`,
+`evaluate_retrieval`) with the same run files a user would pass on the command line, into its
+own folder under `runs/`. A stage whose record exists is skipped, and an interrupted training
+resumes from its checkpoint, so every driver built from these stages is resumable for free.
+All of them run in one process with one persistent compile cache, so stages of the same
+shapes (the fine-tunings, the evaluations) compile once.
+
+`QuickstartConfig` (named for the command that first used it; gin files bind it as
+`quickstart.QuickstartConfig`) holds the step counts, batch sizes and learning rates of the
+synthetic-scale recipe; the bindings helpers turn them into the run files' macros.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Sequence
+
+import gin
+
+from realm_bench import gin_utils
+
+# Synthetic twins of the three Open-QA benchmarks: dataset id -> the overlay that points
+# QA_TASK at its task (gin/datasets/), as the records' `dataset` field names them.
+DATASET_GIN = {"nq": "datasets/nq.gin", "wq": "datasets/wq.gin", "ct": "datasets/ct.gin"}
+
+
+@gin.configurable(module="realm_bench.quickstart")
+@dataclasses.dataclass
+class QuickstartConfig:
+  """Stage sizes chosen so the quickstart's pipeline fits in about 10 minutes on 2 CPU cores."""
+  world_gin: str = "world/default.gin"
+  size_gin: str = "sizes/tiny.gin"
+  # Overlays parsed after size_gin for every stage (e.g. testing/tiny.gin for a smoke run).
+  extra_gin: tuple[str, ...] = ()
+  vocab_size: int = 2000
+  seed: int = 0
+  bert_steps: int = 600
+  bert_batch: int = 128
+  bert_lr: float = 1e-4
+  ict_steps: int = 1000
+  ict_batch: int = 64
+  ict_lr: float = 5e-4
+  pretrain_steps: int = 300
+  pretrain_batch: int = 16
+  pretrain_lr: float = 1e-4
+  retriever_lr_scale: float = 0.1
+  score_scale: float = 0.0884   # 1/sqrt(128); the paper's is 1.0
+  refresh_every: int = 20
+  num_candidates: int = 8      # the null document and the top 7, as in the paper
+  finetune_steps: int = 300
+  finetune_batch: int = 12
+  finetune_lr: float = 1e-4
+  num_retrieved: int = 32
+  num_read: int = 5
+  experiments: tuple[str, ...] = ("realm", "orqa", "bm25_reader", "closed_book")
+
+
+class Stages:
+  """Runs stages into `out/runs/NAME`, skipping those already finished.
+
+  `world` and `vocab` default to `out/world` and `out/vocab.txt`; drivers that run several
+  seeds on one world pass the shared ones. `on_stage(name, kind, seconds, skipped)` is told
+  after each stage (the progress line of `reproduce`)."""
+
+  def __init__(self, out: Path, config: QuickstartConfig, *, world: Path | None = None,
+               vocab: Path | None = None, label: str = "quickstart", on_stage=None):
+    self.out = Path(out)
+    self.config = config
+    self.world = self.out / "world" if world is None else Path(world)
+    self.vocab = self.out / "vocab.txt" if vocab is None else Path(vocab)
+    self.runs = self.out / "runs"
+    self.label = label
+    self.on_stage = on_stage
+
+  def say(self, message: str) -> None:
+    print(f"[{self.label} {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+  def data_bindings(self) -> list[str]:
+    return [f"WORLD_DIR = '{self.world}'", f"VOCAB_PATH = '{self.vocab}'",
+            f"SEED = {self.config.seed}"]
+
+  def call(self, fn, gin_files, bindings):
+    gin_utils.parse_gin(list(gin_files) + [self.config.size_gin, *self.config.extra_gin],
+                        self.data_bindings() + list(bindings))
+    return gin.get_configurable(fn)()
+
+  def _told(self, name, kind, started, skipped):
+    if self.on_stage is not None:
+      self.on_stage(name, kind, time.perf_counter() - started, skipped)
+
+  def train(self, name, gin_files, bindings, *, kind: str = "train") -> Path:
+    from realm_bench import train as train_lib  # pylint: disable=g-import-not-at-top
+    started = time.perf_counter()
+    run_dir = self.runs / name
+    if train_lib.finished(run_dir):
+      self.say(f"{name}: done already ({run_dir})")
+      self._told(name, kind, started, True)
+      return run_dir
+    self.say(f"{name}: training ({', '.join(gin_files)})")
+    self.call(train_lib.train, gin_files, [f"RUN_DIR = '{run_dir}'"] + list(bindings))
+    self._told(name, kind, started, False)
+    return run_dir
+
+  def finished(self, name) -> bool:
+    """Whether stage `name` has written its record (a training writes it at its last step)."""
+    return (self.runs / name / "record.json").exists()
+
+  def done_metrics(self, name):
+    from realm_bench.reporting.records import read_record  # pylint: disable=g-import-not-at-top
+    path = self.runs / name / "record.json"
+    return read_record(path).metrics if path.exists() else None
+
+  def evaluate(self, name, experiment, finetuned, split, overlays=(), *,
+               dataset: str = "nq") -> dict:
+    from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
+    started = time.perf_counter()
+    metrics = self.done_metrics(name)
+    skipped = metrics is not None
+    if not skipped:
+      metrics = self.call(eval_lib.evaluate, ["runs/evaluate.gin", DATASET_GIN[dataset],
+                                              *overlays], [
+          f"RUN_DIR = '{self.runs / name}'", f"CHECKPOINT_FROM = '{finetuned}'",
+          f"EXPERIMENT = '{experiment}'", f"DATASET = '{dataset}'", f"SPLIT = '{split}'",
+          f"NUM_RETRIEVED = {self.config.num_retrieved}", f"NUM_READ = {self.config.num_read}",
+          f"SCORE_SCALE = {self.config.score_scale}", "BERT_RUN = None"])
+      self.say(f"{name}: exact match {metrics['exact_match']:.1f}")
+    self._told(name, "evaluate", started, skipped)
+    return metrics
+
+  def recall(self, name, experiment, checkpoint) -> dict:
+    from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
+    started = time.perf_counter()
+    metrics = self.done_metrics(name)
+    skipped = metrics is not None
+    if not skipped:
+      metrics = self.call(eval_lib.evaluate_retrieval, ["runs/evaluate_retrieval.gin"], [
+          f"RUN_DIR = '{self.runs / name}'", f"CHECKPOINT_FROM = '{checkpoint}'",
+          f"EXPERIMENT = '{experiment}'", "DATASET = 'nq'"])
+      self.say(f"{name}: zero-shot recall@5 {metrics['recall@5']:.1f}")
+    self._told(name, "recall", started, skipped)
+    return metrics
+
+
+def use_compile_cache(out: Path) -> None:
+  """Stages with the same shapes (the fine-tunings, the evaluations) reuse compiled programs."""
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update("jax_compilation_cache_dir", str(Path(out) / "jax_cache"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def make_world(s: Stages, world_config) -> None:
+  """The synthetic world and its WordPiece vocabulary, unless they exist. A world folder made
+  from another world seed is refused, not silently reused."""
+  import json  # pylint: disable=g-import-not-at-top
+  from realm_bench.errors import InputError  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
+  manifest = s.world / "manifest.json"
+  if manifest.exists():
+    made_with = json.loads(manifest.read_text(encoding="utf-8")).get("seed")
+    if made_with != world_config.seed:
+      raise InputError(f"this folder's world was made with world seed {made_with}, not "
+                       f"{world_config.seed}; use another --out", path=s.world,
+                       field="WorldConfig.seed")
+  else:
+    s.say(f"generating the synthetic world ({s.config.world_gin}, seed {world_config.seed})")
+    world_lib.generate(out_dir=s.world, config=world_config)
+  if not s.vocab.exists():
+    s.say("learning a WordPiece vocabulary from the world")
+    vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_world(s.world),
+                               size=s.config.vocab_size, out=s.vocab)
+
+
+def reference_points(s: Stages) -> None:
+  """The answer prior, random, BM25 and oracle retrieval on the NQ twin's test and dev splits."""
+  from realm_bench import baselines  # pylint: disable=g-import-not-at-top
+  for split in ("test", "dev"):
+    if not s.finished(f"answer_prior_nq_{split}"):
+      points = baselines.reference_points(world_dir=s.world, runs_dir=s.runs, split=split)
+      s.say(f"reference points, NQ {split}: " + ", ".join(
+          f"{name} {value:.1f}" for metrics in points.values()
+          for name, value in [next(iter(metrics.items()))]))
+
+
+def bert_stage(s: Stages) -> Path:
+  c = s.config
+  return s.train("bert", ["runs/bert.gin"], [
+      f"NUM_STEPS = {c.bert_steps}", f"BATCH_SIZE = {c.bert_batch}",
+      f"LEARNING_RATE = {c.bert_lr}", f"WARMUP_STEPS = {c.bert_steps // 10}"],
+      kind="bert")
+
+
+def ict_stage(s: Stages, bert: Path) -> Path:
+  c = s.config
+  return s.train("ict", ["runs/ict.gin"], [
+      f"BERT_RUN = '{bert}'", f"NUM_STEPS = {c.ict_steps}", f"BATCH_SIZE = {c.ict_batch}",
+      f"LEARNING_RATE = {c.ict_lr}", f"WARMUP_STEPS = {c.ict_steps // 10}"],
+      kind="ict")
+
+
+def pretrain_bindings(c: QuickstartConfig, ict: Path, bert: Path) -> list[str]:
+  return [f"WARM_START = '{ict}'", f"BERT_RUN = '{bert}'", f"NUM_STEPS = {c.pretrain_steps}",
+          f"BATCH_SIZE = {c.pretrain_batch}", f"LEARNING_RATE = {c.pretrain_lr}",
+          f"WARMUP_STEPS = {c.pretrain_steps // 10}",
+          f"REFRESH_EVERY = {c.refresh_every}",
+          f"NUM_CANDIDATES = {c.num_candidates}", f"RETRIEVER_LR_SCALE = {c.retriever_lr_scale}",
+          f"SCORE_SCALE = {c.score_scale}"]
+
+
+def finetune_bindings(c: QuickstartConfig, warm_start: Path | None, bert: Path,
+                      extra: Sequence[str] = ()) -> list[str]:
+  return [f"WARM_START = {str(warm_start)!r}" if warm_start else "WARM_START = None",
+          f"BERT_RUN = '{bert}'", f"NUM_STEPS = {c.finetune_steps}",
+          f"BATCH_SIZE = {c.finetune_batch}", f"LEARNING_RATE = {c.finetune_lr}",
+          f"WARMUP_STEPS = {c.finetune_steps // 10}",
+          f"NUM_RETRIEVED = {c.num_retrieved}",
+          f"NUM_READ = {c.num_read}", f"SCORE_SCALE = {c.score_scale}", *extra]
