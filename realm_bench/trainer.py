@@ -307,6 +307,9 @@ def train_loop(*, trainer: Trainer, state: TrainState, batches: DeterministicIte
       for hook in hooks:
         stop = bool(hook.after_step(step, metrics)) or stop
       last = stop or step == num_steps
+      if step == start_step + 1 and step % log_every and not last:
+        # The first step compiled the program: the rate (and the ETA) start after it.
+        interval_start, interval_step = time.monotonic(), step
       if step % log_every == 0 or last:
         now = time.monotonic()
         rate = (step - interval_step) / max(now - interval_start, 1e-9)

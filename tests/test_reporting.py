@@ -490,3 +490,11 @@ def test_summary_pairs_outcomes_question_by_question(tmp_path):
   assert summary.paired_difference(realm, None) is None
   with pytest.raises(InputError, match="outcomes"):
     write_run(tmp_path, "bad", num_examples=3, outcomes="10")
+
+
+def test_sweep_axes_are_labelled_in_words():
+  from realm_bench.reporting import plots  # pylint: disable=g-import-not-at-top
+  assert plots.axis_label("params.refresh_every_steps") == \
+      "index refresh interval (training steps)"
+  assert plots.axis_label("stats.mean_staleness") == "mean index staleness (steps behind the model)"
+  assert plots.axis_label("stats.retrieval_utility") == "retrieval utility"

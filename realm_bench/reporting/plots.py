@@ -16,6 +16,17 @@ from matplotlib.figure import Figure
 from realm_bench.io_utils import atomic_write_bytes
 
 
+# Axis labels in words for the parameters and statistics sweeps plot against.
+AXIS_LABELS = {"refresh_every_steps": "index refresh interval (training steps)",
+               "staleness": "mean index staleness (steps behind the model)",
+               "mean_staleness": "mean index staleness (steps behind the model)"}
+
+
+def axis_label(column: str) -> str:
+  name = column.split(".")[-1]
+  return AXIS_LABELS.get(name, name.replace("_", " "))
+
+
 def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
   """Metric columns of a sweep against the swept parameter (left) and against the measured
   staleness (right): the right panel shows whether the knob moved what it claims to. Error
@@ -25,9 +36,9 @@ def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
   figure = Figure(figsize=(10, 4.4), layout="constrained")
   FigureCanvasAgg(figure)
   axes = figure.subplots(1, 1 + bool(stat_columns), squeeze=False)[0]
-  panels = [(axes[0], spec.param, f"params.{spec.param}")]
+  panels = [(axes[0], spec.param, axis_label(spec.param))]
   if stat_columns:
-    panels.append((axes[1], stat_columns[0], stat_columns[0]))
+    panels.append((axes[1], stat_columns[0], axis_label(stat_columns[0])))
   for ax, x_column, x_label in panels:
     for scale, part in points.groupby("scale", sort=True):
       part = part.sort_values(x_column)
@@ -47,7 +58,7 @@ def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
     if x_column == spec.param and len(values):
       ax.set_xticks(sorted(set(values)))
     ax.set_xlabel(x_label)
-    ax.set_ylabel("%")
+    ax.set_ylabel(", ".join(metric_columns) + " (%)")
     ax.grid(True, alpha=0.3)
     if ax.has_data():
       ax.legend(fontsize="small")
