@@ -19,6 +19,7 @@ from realm_bench import checkpoints, gin_utils, validate
 from realm_bench.errors import InputError
 from realm_bench.infer import load_finetuned
 from realm_bench.io_utils import atomic_write_jsonl
+from realm_bench.metrics_io import MetricsWriter
 from realm_bench.pipelines import base, batching
 from realm_bench.pipelines.open_qa import OpenQAPipeline
 from realm_bench.reporting.records import (RECORD_NAME, SCALES, RunRecord, git_commit,
@@ -58,6 +59,13 @@ def _record(*, run_dir, kind, experiment, task, dataset, split, scale, cells, me
       params=dict(params or {}), stats=dict(extra_stats or {}), recall_matcher=recall_matcher,
       outcomes=None if outcomes is None else "".join("1" if o else "0" for o in outcomes))
   gin_utils.write_config(run_dir)
+  summaries = MetricsWriter(run_dir)
+  try:   # the evaluated checkpoint's step, so evaluations line up with its training curve
+    summaries.write_summary(steps, scalars={f"{dataset}_{record.split}/{name}": value
+                                            for name, value in metrics.items()},
+                            texts={"config": "    " + gin.config_str().replace("\n", "\n    ")})
+  finally:
+    summaries.close()
   return write_record(run_dir, record)
 
 

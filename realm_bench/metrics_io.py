@@ -79,6 +79,20 @@ class MetricsWriter:
           writer.scalar(name, float(value), int(step))
       writer.flush()
 
+  def write_summary(self, step: int, *, scalars: Mapping[str, float] = (),
+                    texts: Mapping[str, str] = ()) -> None:
+    """TensorBoard only: an evaluation's metrics, a run's operative gin config (as t5x shows
+    it, in a text panel), where metrics.jsonl is the training curve alone."""
+    if not (self._active and self._tensorboard):
+      return
+    writer = self._writer()
+    for name, value in dict(scalars).items():
+      if math.isfinite(float(value)):
+        writer.scalar(name, float(value), int(step))
+    for name, text in dict(texts).items():
+      writer.text(name, text, int(step))
+    writer.flush()
+
   def _writer(self):
     if self._summary_writer is None:
       # Imported here: flax's writer pulls in TensorFlow, which costs seconds at start-up.

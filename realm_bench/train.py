@@ -218,7 +218,13 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
              "warm_starts": [record_id(run) or str(run) for run, _ in sources]})
   if not primary:
     return record
-  gin_utils.write_operative_config(run_dir)
+  operative = gin_utils.write_operative_config(run_dir)
+  summaries = MetricsWriter(run_dir)
+  try:
+    summaries.write_summary(result.step, texts={
+        "operative_config": "    " + operative.read_text(encoding="utf-8").replace("\n", "\n    ")})
+  finally:
+    summaries.close()
   if result.step == num_steps:  # the record marks a finished run; evaluations read it
     write_record(run_dir, record)
   return record

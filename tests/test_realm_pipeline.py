@@ -77,6 +77,14 @@ def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):
   assert _metrics(world / "resumed") == _metrics(realm[0])
 
 
+def _tensorboard_tags(run_dir) -> dict[str, int]:
+  """{tag: step} of a run's TensorBoard events."""
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  events = event_accumulator.EventAccumulator(str(run_dir / "tb"), size_guidance={"tensors": 0})
+  events.Reload()
+  return {tag: events.Tensors(tag)[-1].step for tag in events.Tags()["tensors"]}
+
+
 def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   _train(world, "runs/finetune.gin", "ft", NUM_STEPS=3, WARM_START=str(ict), BERT_RUN=None,
          extra_files=["experiments/orqa.gin"])
@@ -90,6 +98,9 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   assert record.kind == "evaluate" and record.lineage == "ft"
   assert read_record(world / "ft").lineage == "ict" and read_record(world / "ict").lineage is None
   assert record.index_manifests and "ft" in (world / "eval" / "config.gin").read_text()
+  # TensorBoard has the evaluation's metrics at the checkpoint's step, and both configs.
+  assert _tensorboard_tags(world / "eval") == {"nq_test/exact_match": 3, "config": 3}
+  assert _tensorboard_tags(world / "ft")["operative_config"] == 3
   # infer writes the ORQA format, and `score` agrees with the record.
   out = world / "pred.jsonl"
   args = ["--gin_file=runs/infer.gin", *[f"--gin_file={f}" for f in OVERLAYS],
