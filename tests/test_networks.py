@@ -116,3 +116,22 @@ def test_span_head_is_relu_layernorm_dense_as_orqa_reads():
                                atol=1e-5)
   plain = SpanHead(CFG, hidden=8, max_span_len=3, layer_norm=False)
   assert "hidden_norm" not in plain.init(jax.random.PRNGKey(0), h)["params"]
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_remat_recomputes_layers_without_changing_values_or_gradients(deterministic):
+  base = dataclasses.replace(CFG, num_layers=2, dropout_rate=0.1)
+  ids = jnp.array([[2, 5, 6, 7, 3, 0], [2, 9, 3, 0, 0, 0]])
+
+  def loss(config, params):
+    out, pooled = bert.BertEncoder(config).apply(
+        {"params": params}, ids, deterministic=deterministic,
+        rngs={"dropout": jax.random.PRNGKey(1)})
+    return jnp.sum(out ** 2) + jnp.sum(pooled)
+
+  params = meta.unbox(bert.BertEncoder(base).init(jax.random.PRNGKey(0), ids)["params"])
+  plain = jax.value_and_grad(lambda p: loss(base, p))(params)
+  remat = jax.value_and_grad(lambda p: loss(dataclasses.replace(base, remat=True), p))(params)
+  np.testing.assert_allclose(plain[0], remat[0], rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(plain[1]), jax.tree.leaves(remat[1]), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)   # float32 recomputation order

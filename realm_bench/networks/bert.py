@@ -47,6 +47,10 @@ class BertConfig:
   gelu_approximate: bool = True
   # Every LayerNorm of the encoder and of the masked-LM head: TF BERT and REALM use 1e-12.
   layer_norm_eps: float = 1e-12
+  # Activation checkpointing: each transformer layer's activations are recomputed in the
+  # backward pass instead of kept, trading ~1/3 more compute for memory (BERT-base REALM on
+  # a CPU host; benchmarks/README.md has the measured estimates). Values are unchanged.
+  remat: bool = False
 
   @property
   def compute_dtype(self):
@@ -195,7 +199,10 @@ class BertEncoder(nn.Module):
     self.type_embed = self.param("type_embed", _init((None, "embed"), cfg.init_std),
                                  (cfg.type_vocab_size, cfg.hidden_size), jnp.float32)
     self.embed_norm = LayerNorm(cfg.layer_norm_eps)
-    self.layers = [TransformerLayer(cfg, name=f"layer_{i}") for i in range(cfg.num_layers)]
+    # `deterministic` (argument 2) is a Python bool: static, so remat traces each branch once.
+    layer = (nn.remat(TransformerLayer, static_argnums=(3,)) if cfg.remat
+             else TransformerLayer)
+    self.layers = [layer(cfg, name=f"layer_{i}") for i in range(cfg.num_layers)]
     self.pooler = Projection(cfg, (cfg.hidden_size,), ("embed", "mlp"))
     self.dropout = nn.Dropout(cfg.dropout_rate)
 
