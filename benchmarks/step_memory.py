@@ -20,7 +20,7 @@ import jax
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_step as bench  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from realm_bench import optim  # pylint: disable=wrong-import-position
+from realm_bench import host_memory, optim  # pylint: disable=wrong-import-position
 from realm_bench.trainer import Trainer  # pylint: disable=wrong-import-position
 
 GIB = 1 << 30
@@ -36,12 +36,9 @@ def analyse(shape_name: str, batch: int, candidates: int, remat: bool) -> dict:
   state = trainer.abstract_state(jax.random.PRNGKey(0), data)
   compiled = trainer.lower_step(state, data).compile()
   m = compiled.memory_analysis()
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  need, flops = host_memory.step_requirements(compiled)
   return {"arguments": m.argument_size_in_bytes / GIB, "temporaries": m.temp_size_in_bytes / GIB,
-          "total": (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                    - m.alias_size_in_bytes) / GIB,
-          "tflop": float((cost or {}).get("flops", 0.0)) / 1e12}
+          "total": need / GIB, "tflop": flops / 1e12}
 
 
 def main(argv=None) -> int:

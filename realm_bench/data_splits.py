@@ -7,9 +7,10 @@ from train by hashing each question: a question is dev when
 its dev file). The same TensorFlow hash is used here, so the splits are ORQA's question for
 question, and the counts can be checked against the sizes the papers report.
 
-Inputs are JSON lines with a `question` (NQ-Open's, DrQA's WebQuestions / CuratedTrec
-`.txt`), written out unchanged as ORQA writes them, or DPR's `question<TAB>answers` files,
-converted to the JSON lines the tasks read.
+Inputs are JSON lines with a `question` and an `answer` list (NQ-Open's, DrQA's
+WebQuestions / CuratedTrec `.txt`), written out unchanged as ORQA writes them, or DPR's
+`question<TAB>answers` `.tsv` / `.csv` files (answers a JSON or Python list), converted to the
+JSON lines the tasks read.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_text, read_lines
-from realm_bench.tasks.data import EXPECTED_ROWS
+from realm_bench.tasks.data import (EXPECTED_ROWS, check_answers, check_question,
+                                     read_open_qa_tsv)
 
 DEV_BUCKETS, DEV_MODULUS = 100000, 10
 # --name values and the folders (open_qa/FOLDER) of the tasks that read them.
@@ -36,39 +38,26 @@ def dev_buckets(questions: list[str]) -> list[int]:
 
 
 def _read_rows(path: Path) -> list[tuple[str, str]]:
-  """(question, JSON line to write) per non-empty line; every line checked."""
+  """(question, JSON line to write) per question, checked as the tasks check them: a `.tsv` or
+  `.csv` file is DPR's `question<TAB>answers`, anything else JSON lines."""
   if not path.is_file():
     raise InputError("no such file", path=str(path))
-  rows = []
-  for lineno, line in read_lines(path):
-    if not line.strip():
-      continue
-    if line.lstrip().startswith("{"):
+  if path.suffix in (".tsv", ".csv"):
+    rows = [(q, json.dumps({"question": q, "answer": a}, ensure_ascii=False))
+            for q, a in read_open_qa_tsv(path)]
+  else:
+    rows = []
+    for lineno, line in read_lines(path):
+      if not line.strip():
+        continue
       try:
         obj = json.loads(line)
       except ValueError as e:
         raise InputError(f"not JSON: {e}", path=str(path), line=lineno) from None
-      question, answers, out = obj.get("question"), obj.get("answer"), line
-    else:
-      parts = line.split("\t")
-      if len(parts) != 2:
-        raise InputError(f"expected a JSON object or 2 tab-separated columns, got "
-                         f"{len(parts)} column(s)", path=str(path), line=lineno)
-      question = parts[0]
-      try:
-        answers = json.loads(parts[1])
-      except ValueError:
-        raise InputError("answers are not a JSON list", path=str(path), line=lineno,
-                         field="answer") from None
-      out = json.dumps({"question": question, "answer": answers}, ensure_ascii=False)
-    if not isinstance(question, str) or not question.strip():
-      raise InputError("expected a non-empty string", path=str(path), line=lineno,
-                       field="question")
-    if (not isinstance(answers, list) or not answers
-        or not all(isinstance(a, str) for a in answers)):
-      raise InputError("expected a non-empty list of strings", path=str(path), line=lineno,
-                       field="answer")
-    rows.append((question, out))
+      if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", path=str(path), line=lineno)
+      check_answers(obj.get("answer"), path, lineno)
+      rows.append((check_question(obj.get("question"), path, lineno), line))
   if not rows:
     raise InputError("no questions in the file", path=str(path))
   return rows

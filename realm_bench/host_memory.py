@@ -53,6 +53,17 @@ def state_bytes(abstract_state) -> int:
                  for x in jax.tree.leaves(abstract_state)))
 
 
+def step_requirements(compiled) -> tuple[int, float]:
+  """(bytes, FLOPs) of a compiled step by XLA's analyses: arguments + outputs + temporaries,
+  less what the donated state lets it write in place."""
+  memory = compiled.memory_analysis()
+  need = (memory.argument_size_in_bytes + memory.output_size_in_bytes
+          + memory.temp_size_in_bytes - memory.alias_size_in_bytes)
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return need, float((cost or {}).get("flops", 0.0))
+
+
 def check_step_fits(*, trainer, rng, batch, min_state_bytes: int = CHECKED_STATE_BYTES,
                     available: int | None = None, flops_per_second: float | None = None,
                     say=print) -> dict | None:
@@ -65,13 +76,7 @@ def check_step_fits(*, trainer, rng, batch, min_state_bytes: int = CHECKED_STATE
   size = state_bytes(target)
   if size < min_state_bytes:
     return None
-  compiled = trainer.lower_step(target, batch).compile()
-  memory = compiled.memory_analysis()
-  need = (memory.argument_size_in_bytes + memory.output_size_in_bytes
-          + memory.temp_size_in_bytes - memory.alias_size_in_bytes)
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  flops = float((cost or {}).get("flops", 0.0))
+  need, flops = step_requirements(trainer.lower_step(target, batch).compile())
   available = available_bytes() if available is None else available
   rate = flops_per_second or cpu_flops_per_second()
   estimate = {"state_gib": size / GIB, "step_gib": need / GIB, "available_gib": available / GIB,

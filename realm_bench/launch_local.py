@@ -8,7 +8,7 @@ prefixed with `[pN]`. If any process fails the others are stopped (a collective 
 wait for it until the coordinator's timeout); the exit status is the first failure's.
 
   python -m realm_bench.launch_local --processes 2 --devices_per_process 4 -- \\
-      realm-bench train --gin_file runs/quickstart_ict.gin --gin.RUN_DIR="'/tmp/ict2'"
+      realm-bench train --gin_file runs/ict.gin --gin.RUN_DIR="'runs/ict_2p'" ...
 """
 from __future__ import annotations
 

@@ -182,7 +182,7 @@ def open_qa_file(root: Path, folder: str, split_file: str) -> Path | None:
   return None
 
 
-def _check_answers(answers, path, lineno) -> list[str]:
+def check_answers(answers, path, lineno) -> list[str]:
   if (not isinstance(answers, list) or not answers
       or not all(isinstance(a, str) for a in answers)):
     raise InputError("expected a non-empty list of strings", path=path, line=lineno,
@@ -190,13 +190,13 @@ def _check_answers(answers, path, lineno) -> list[str]:
   return answers
 
 
-def _check_question(question, path, lineno) -> str:
+def check_question(question, path, lineno) -> str:
   if not isinstance(question, str) or not question.strip():
     raise InputError("expected a non-empty string", path=path, line=lineno, field="question")
   return question
 
 
-def _read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
+def read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
   """One question per line, `question<TAB>answers`, split on the tab without csv quoting: a
   question that starts with `"` would otherwise open a quoted field that swallows the lines
   after it without a word (679 of CuratedTREC's 694 test rows)."""
@@ -215,7 +215,7 @@ def _read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
       except (ValueError, SyntaxError):
         raise InputError("not a JSON or python list of strings", path=path, line=lineno,
                          field="answer") from None
-    yield _check_question(row[0], path, lineno), _check_answers(answers, path, lineno)
+    yield check_question(row[0], path, lineno), check_answers(answers, path, lineno)
 
 
 # Rows of the real splits (DPR's and ORQA's files), to catch a file that was cut or mis-split.
@@ -232,10 +232,10 @@ def read_open_qa(root: Path, folder: str, split_file: str, *,
     raise _missing(root, f"open_qa/{folder}/{split_file}.jsonl", kind,
                    also=f" (nor {split_file}.tsv)")
   if path.suffix == ".tsv":
-    rows = list(_read_open_qa_tsv(path))
+    rows = list(read_open_qa_tsv(path))
   else:
-    rows = [(_check_question(obj["question"], path, lineno),
-             _check_answers(obj["answer"], path, lineno))
+    rows = [(check_question(obj["question"], path, lineno),
+             check_answers(obj["answer"], path, lineno))
             for lineno, obj in read_jsonl(path, required=("question", "answer"))]
   if not rows:
     raise InputError("no questions in file", path=path)

@@ -4,7 +4,6 @@ run warm-starts a fine-tuning, and bad inputs are refused naming the file and fi
 outputs against Hugging Face's forward passes are in tests/parity/test_convert_*.py."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

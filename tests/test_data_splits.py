@@ -19,7 +19,7 @@ def test_resplit_holds_out_orqas_dev_questions(tmp_path, capsys):
   train.write_text("".join(json.dumps({"question": q, "answer": [f"a{i}"]}) + "\n"
                            for i, q in enumerate(questions)))
   test = tmp_path / "webquestions-test.tsv"          # DPR's qa layout: question<TAB>answers
-  test.write_text('what is "x"?\t["y", "z"]\nwhere is it?\t["here"]\n')
+  test.write_text('what is "x"?\t["y", "z"]\nwhere is it?\t[\'here\']\n')   # DPR: python list
   out = tmp_path / "data" / "open_qa" / "wq"
   assert cli.main(["data", "resplit", "--name", "WebQuestions", "--train", str(train),
                    "--test", str(test), "--out", str(out)]) == 0

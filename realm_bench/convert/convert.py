@@ -266,7 +266,7 @@ def convert(*, sources: Sequence[str], fmt: str, out: str, vocab: str | None = N
   merged = _merge(read)
   vocab_path = _vocabulary(read, Path(vocab) if vocab else None, merged)
   text = config_text(merged=merged, sources=read, fmt=fmt)
-  source = {"format": fmt, "source": [str(Path(s.path).resolve()) for s in read]}
+  source = {"format": fmt, "source": [str(s.path) for s in read]}   # as given: no machine paths
   stats = {"files": [f for s in read for f in s.files], "subtrees": sorted(merged.params),
            "initialised": merged.initialised, "assumed": [a for s in read for a in s.assumed]}
   record = write_run_folder(out=Path(out), params=merged.params, config_gin=text,

@@ -48,8 +48,8 @@ class BertConfig:
   # Every LayerNorm of the encoder and of the masked-LM head: TF BERT and REALM use 1e-12.
   layer_norm_eps: float = 1e-12
   # Activation checkpointing: each transformer layer's activations are recomputed in the
-  # backward pass instead of kept, trading ~1/3 more compute for memory (BERT-base REALM on
-  # a CPU host; benchmarks/README.md has the measured estimates). Values are unchanged.
+  # backward pass instead of kept. Values are unchanged; at base size on XLA:CPU it costs 26%
+  # more FLOPs and does not lower the step's memory yet (benchmarks/README.md, step_memory).
   remat: bool = False
 
   @property

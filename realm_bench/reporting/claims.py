@@ -29,8 +29,6 @@ import pandas as pd
 from realm_bench.reporting import stats
 from realm_bench.reporting.specs import Claim, TrendClaim
 
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING")
-
 
 def _outcome_points(text) -> np.ndarray | None:
   if not isinstance(text, str):

@@ -24,10 +24,9 @@ import pandas as pd
 from realm_bench.reporting import collect
 from realm_bench.reporting.build import BuiltTable
 from realm_bench.reporting.check import fmt_interval, fmt_mean
-from realm_bench.reporting.specs import Claim, SweepSpec, TableSpec, TrendClaim
+from realm_bench.reporting.specs import SweepSpec, TableSpec, TrendClaim
 
 PAGE_NAME = "leaderboard.html"
-COMMANDS = {"train": "train", "evaluate": "evaluate", "recall": "recall"}
 
 _STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
@@ -139,7 +138,7 @@ class _Provenance:
     lines.append(f"git checkout {commit.removesuffix('-dirty')}")
     lines.append("# stages, oldest first: the command each ran as, and its run folder")
     for stage in stages:
-      lines.append(f"#   realm-bench {COMMANDS.get(stage.record.kind, stage.record.kind):<9}"
+      lines.append(f"#   realm-bench {stage.record.kind:<9}"
                    f"{self.where(stage)}")
     metrics = ", ".join(f"{k} = {v:.1f}" for k, v in sorted(record.metrics.items()))
     out = [f"<h4>{_e(self.where(item))} <small>({_e(record.kind)}, {_e(record.dataset)} "

@@ -21,7 +21,6 @@ hf = pytest.importorskip("transformers.models.deprecated.realm")
 import jax.numpy as jnp  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from realm_bench import checkpoints, cli  # pylint: disable=g-import-not-at-top
-from realm_bench.convert import convert as convert_lib  # pylint: disable=g-import-not-at-top
 from realm_bench.models import MlmNet  # pylint: disable=g-import-not-at-top
 from realm_bench.networks.bert import BertConfig, BertEncoder  # pylint: disable=g-import-not-at-top
 from realm_bench.networks.embedder import Embedder, document_segment_ids  # pylint: disable=g-import-not-at-top
