@@ -13,15 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-import gin
 import numpy as np
 
-from realm_bench import checkpoints, gin_utils
+from realm_bench import checkpoints
 from realm_bench.pipelines import base, batching
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex
 from realm_bench.tasks import vocab as vocab_lib
-from realm_bench.tasks.data import SequenceLengths
+from sentence_retrieval import retriever_setup  # this folder
 
 
 def _norm(text: str) -> str:
@@ -29,12 +28,7 @@ def _norm(text: str) -> str:
 
 
 def main(out: str, runs: list[str]) -> None:
-  gin_utils.parse_gin(["runs/pretrain.gin", "sizes/tiny.gin"],
-                      [f"WORLD_DIR='{out}/world'", f"VOCAB_PATH='{out}/vocab.txt'",
-                       "RUN_DIR='/tmp/unused'", "WARM_START=None"])
-  model = gin.query_parameter("train_lib.train.model").scoped_configurable_fn()
-  lengths = gin.get_configurable(SequenceLengths)()
-  corpus = base.load_corpus("realm_bench.synthetic.corpus", lengths)
+  model, lengths, corpus = retriever_setup(out)
   vocab = vocab_lib.get_vocabulary(f"{out}/vocab.txt")
   world = Path(out) / "world"
   facts = [json.loads(line) for line in (world / "truth/facts.jsonl").open()]

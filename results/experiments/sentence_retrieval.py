@@ -21,13 +21,19 @@ from realm_bench.retrieval.index import ExactIndex
 from realm_bench.tasks.data import SequenceLengths
 
 
-def main(out, run_dir):
+def retriever_setup(out):
+  """(REALM model, sequence lengths, corpus) of a quickstart's world, as its runs saw them:
+  what a script needs to embed the corpus and queries with some run's retriever."""
   gin_utils.parse_gin(["runs/pretrain.gin", "sizes/tiny.gin"],
                       [f"WORLD_DIR='{out}/world'", f"VOCAB_PATH='{out}/vocab.txt'",
-                       "RUN_DIR='/tmp/unused'", "WARM_START=None"])
+                       "RUN_DIR='unused'", "WARM_START=None"])
   model = gin.query_parameter("train_lib.train.model").scoped_configurable_fn()
   lengths = gin.get_configurable(SequenceLengths)()
-  corpus = base.load_corpus("realm_bench.synthetic.corpus", lengths)
+  return model, lengths, base.load_corpus("realm_bench.synthetic.corpus", lengths)
+
+
+def main(out, run_dir):
+  model, lengths, corpus = retriever_setup(out)
   sentences = base.task_examples("realm_bench.synthetic.pretrain", "train",
                                  lengths.for_queries())[:3000]
   params = {"retriever": checkpoints.load_params(f"{run_dir}/checkpoints")["retriever"]}
