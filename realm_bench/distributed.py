@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import gin
 import numpy as np
 
+from realm_bench import validate
 from realm_bench.errors import InputError
 
 CPU_COLLECTIVES = ("gloo", "mpi")
@@ -91,12 +92,8 @@ class DistributedConfig:
                        field=where + "coordinator_address")
     for name, minimum in (("num_processes", 1), ("process_id", 0),
                           ("initialization_timeout", 1)):
-      value = getattr(self, name)
-      if value is None:
-        continue
-      if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"expected a whole number >= {minimum}, got {value!r}",
-                         field=where + name)
+      validate.whole("DistributedConfig", name, getattr(self, name), minimum=minimum,
+                     optional=True, field=where + name)
     if (self.num_processes is not None and self.process_id is not None
         and self.process_id >= self.num_processes):
       raise InputError(f"must be below num_processes={self.num_processes}, got "

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Mapping, Sequence
 
-from realm_bench import distributed
+from realm_bench import distributed, validate
 from realm_bench.errors import InputError
 
 
@@ -42,13 +42,9 @@ def launch(*, command: Sequence[str], processes: int, devices_per_process: int |
            port: int | None = None, out=None) -> int:
   """Runs `command` as `processes` cooperating processes; returns the first nonzero status
   (0 when all succeeded). `devices_per_process` simulates that many CPU devices in each."""
-  if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-    raise InputError(f"expected a whole number >= 1, got {processes!r}", field="processes")
-  if devices_per_process is not None and (
-      isinstance(devices_per_process, bool) or not isinstance(devices_per_process, int)
-      or devices_per_process < 1):
-    raise InputError(f"expected a whole number >= 1, got {devices_per_process!r}",
-                     field="devices_per_process")
+  validate.whole("launch", "processes", processes, minimum=1)
+  validate.whole("launch", "devices_per_process", devices_per_process, minimum=1,
+                 optional=True)
   if not command:
     raise InputError("no command to run (put it after `--`)", field="command")
   out = sys.stdout if out is None else out

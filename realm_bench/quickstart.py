@@ -23,10 +23,9 @@ from pathlib import Path
 
 from realm_bench import stages as stages_lib
 # The stage sizes and the bindings they give, shared with `sweep` and `reproduce`.
-from realm_bench.stages import (QuickstartConfig, Stages, finetune_bindings,  # pylint: disable=unused-import
+from realm_bench.stages import (EXPERIMENTS, QuickstartConfig, Stages, finetune_bindings,  # pylint: disable=unused-import
                                 pretrain_bindings)
 
-EXPERIMENTS = ("realm", "orqa", "bm25_reader", "closed_book")
 
 
 def start(out_dir, config: QuickstartConfig, world_config) -> tuple[Stages, Path, Path]:

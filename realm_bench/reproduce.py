@@ -27,7 +27,7 @@ from pathlib import Path
 
 import gin
 
-from realm_bench import rows as rows_lib
+from realm_bench import rows as rows_lib, validate
 from realm_bench import stages as stages_lib
 from realm_bench import sweep as sweep_lib
 from realm_bench.errors import InputError
@@ -51,9 +51,9 @@ class ReproduceConfig:
   formats: tuple[str, ...] = ("md", "csv", "tex", "html")
 
   def __post_init__(self):
-    _check_whole(self.seeds, "ReproduceConfig.seeds", minimum=1)
-    _check_whole(self.first_seed, "ReproduceConfig.first_seed", minimum=0)
-    _check_whole(self.stale_factor, "ReproduceConfig.stale_factor", minimum=2)
+    for name, minimum in (("seeds", 1), ("first_seed", 0), ("stale_factor", 2)):
+      validate.whole("ReproduceConfig", name, getattr(self, name), minimum=minimum,
+                     field=f"ReproduceConfig.{name}")
     unknown = sorted(set(self.datasets) - set(DATASET_GIN))
     if unknown or not self.datasets:
       raise InputError(f"unknown or no dataset(s) {unknown}; choose from {sorted(DATASET_GIN)}",
@@ -62,16 +62,12 @@ class ReproduceConfig:
       raise InputError("the sweep needs at least one refresh interval",
                        field="ReproduceConfig.sweep_values")
     for value in self.sweep_values:
-      _check_whole(value, "ReproduceConfig.sweep_values", minimum=1)
+      validate.whole("ReproduceConfig", "sweep_values", value, minimum=1,
+                     field="ReproduceConfig.sweep_values")
 
   @property
   def seed_list(self) -> list[int]:
     return list(range(self.first_seed, self.first_seed + self.seeds))
-
-
-def _check_whole(value, field: str, *, minimum: int) -> None:
-  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-    raise InputError(f"expected a whole number >= {minimum}, got {value!r}", field=field)
 
 
 class _PlanningStages(Stages):
@@ -206,6 +202,6 @@ def run(*, out_dir, config: ReproduceConfig, stages: QuickstartConfig, world_con
 
 def validate_seeds(value) -> int:
   """--seeds from the command line: a whole number of at least 1, or a clear error."""
-  _check_whole(value, "--seeds", minimum=1)
+  validate.whole("reproduce", "seeds", value, minimum=1, field="--seeds")
   return value
 

@@ -27,6 +27,10 @@ from realm_bench import gin_utils
 DATASET_GIN = {"nq": "datasets/nq.gin", "wq": "datasets/wq.gin", "ct": "datasets/ct.gin"}
 
 
+# The quickstart's systems (each a fine-tuning overlay and its evaluations).
+EXPERIMENTS = ("realm", "orqa", "bm25_reader", "closed_book")
+
+
 @gin.configurable(module="realm_bench.quickstart")
 @dataclasses.dataclass
 class QuickstartConfig:
@@ -55,7 +59,7 @@ class QuickstartConfig:
   finetune_lr: float = 1e-4
   num_retrieved: int = 32
   num_read: int = 5
-  experiments: tuple[str, ...] = ("realm", "orqa", "bm25_reader", "closed_book")
+  experiments: tuple[str, ...] = EXPERIMENTS
 
 
 class Stages:

@@ -26,14 +26,17 @@ def _macro_feeding(configurable: str, param: str) -> str | None:
   return None
 
 
-def _refuse(configurable: str, param: str, expected: str, value) -> InputError:
+def _refuse(configurable: str, param: str, expected: str, value,
+            field: str | None = None) -> InputError:
   macro = _macro_feeding(configurable, param)
   where = f" (set by the gin macro {macro})" if macro else ""
-  return InputError(f"expected {expected}, got {value!r}{where}", field=param)
+  return InputError(f"expected {expected}, got {value!r}{where}", field=field or param)
 
 
 def whole(configurable: str, param: str, value, *, minimum: int | None = None,
-          maximum: int | None = None, optional: bool = False) -> None:
+          maximum: int | None = None, optional: bool = False,
+          field: str | None = None) -> None:
+  """`field` names the value in the error when `param` alone would not (default: param)."""
   if value is None and optional:
     return
   ok = isinstance(value, Integral) and not isinstance(value, bool)
@@ -42,7 +45,7 @@ def whole(configurable: str, param: str, value, *, minimum: int | None = None,
   expected = "a whole number" + (f" {' and '.join(bounds)}" if bounds else "")
   if not ok or (minimum is not None and value < minimum) or (
       maximum is not None and value > maximum):
-    raise _refuse(configurable, param, expected, value)
+    raise _refuse(configurable, param, expected, value, field)
 
 
 def number(configurable: str, param: str, value, *, minimum: float | None = None) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -129,12 +128,7 @@ def _read_tf(path: Path, fmt: str, bert_config: Path | None) -> _Source:
   if config_path is not None:
     if not config_path.is_file():
       raise InputError("file does not exist", path=config_path)
-    try:
-      config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-      raise InputError(f"not valid JSON ({e})", path=config_path) from None
-    if not isinstance(config, dict):
-      raise InputError("expected a JSON object", path=config_path)
+    config = hf_files.read_json_object(config_path)
     act = config.get("hidden_act", "gelu")
     if act not in _TF_ACT:
       raise InputError(f"activation {act!r} is not BERT's (\"gelu\", the tanh form in TF "

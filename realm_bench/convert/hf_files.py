@@ -27,6 +27,11 @@ def read_config(folder: Path) -> dict[str, Any]:
   if not path.is_file():
     raise InputError(f"no {CONFIG} here: expected a Hugging Face save_pretrained folder",
                      path=folder)
+  return read_json_object(path)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+  """A JSON config file (HF's config.json, TF BERT's bert_config.json), refused cleanly."""
   try:
     config = json.loads(path.read_text(encoding="utf-8"))
   except (ValueError, UnicodeDecodeError) as e:

@@ -31,7 +31,7 @@ import numpy as np
 from realm_bench.errors import InputError
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
-BLOCK_EMB = "block_emb"
+from realm_bench.convert.towers import BLOCK_EMB  # pylint: disable=g-import-not-at-top
 _SKIP = re.compile(r"(^|/)(adam_m|adam_v|AdamWeightDecayOptimizer(_\d+)?|global_step|"
                    r"beta1_power|beta2_power)($|/)")
 

@@ -24,7 +24,7 @@ from realm_bench.errors import InputError
 from realm_bench.networks import hf_realm
 
 WORD = "embeddings.word_embeddings.weight"
-BLOCK_EMB = "block_emb"
+BLOCK_EMB = "block_emb"   # the variable holding REALM / ORQA block embeddings (TF and HF)
 
 
 @dataclasses.dataclass(frozen=True)
