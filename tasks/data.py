@@ -182,46 +182,57 @@ def open_qa_file(root: Path, folder: str, split_file: str) -> Path | None:
   return None
 
 
-def check_answers(answers, path, lineno) -> list[str]:
-  if (not isinstance(answers, list) or not answers
-      or not all(isinstance(a, str) for a in answers)):
-    raise InputError("expected a non-empty list of strings", path=path, line=lineno,
-                     field="answer")
+def check_answers(answers, path, lineno, field: str = "answer") -> list[str]:
+  if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+    raise InputError("expected a list of answer strings", path=path, line=lineno, field=field)
+  if not answers:
+    raise InputError("empty answer list: every question needs at least one gold answer",
+                     path=path, line=lineno, field=field)
   return answers
 
 
 def check_question(question, path, lineno) -> str:
-  if not isinstance(question, str) or not question.strip():
+  if not isinstance(question, str):
+    raise InputError(f"expected a string, got {type(question).__name__}", path=path,
+                     line=lineno, field="question")
+  if not question.strip():
     raise InputError("expected a non-empty string", path=path, line=lineno, field="question")
   return question
 
 
+def open_qa_tsv_row(line: str, path, lineno: int) -> tuple[str, list[str]]:
+  """One `question<TAB>answers` line, split on the tab without csv quoting: a question that
+  starts with `"` would otherwise open a quoted field that swallows the lines after it
+  without a word (679 of CuratedTREC's 694 test rows)."""
+  row = line.split("\t")
+  if len(row) != 2:
+    raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
+                     line=lineno)
+  try:
+    answers = json.loads(row[1])
+  except ValueError:
+    try:  # DPR writes the list as a python literal: ['a', "b's"]
+      answers = ast.literal_eval(row[1])
+    except (ValueError, SyntaxError):
+      raise InputError("not a JSON or python list of strings", path=path, line=lineno,
+                       field="answer") from None
+  return check_question(row[0], path, lineno), check_answers(answers, path, lineno)
+
+
 def read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
-  """One question per line, `question<TAB>answers`, split on the tab without csv quoting: a
-  question that starts with `"` would otherwise open a quoted field that swallows the lines
-  after it without a word (679 of CuratedTREC's 694 test rows)."""
+  """One question per line (`open_qa_tsv_row`); blank lines are skipped."""
   for lineno, line in read_lines(path):
-    if not line.strip():
-      continue
-    row = line.split("\t")
-    if len(row) != 2:
-      raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
-                       line=lineno)
-    try:
-      answers = json.loads(row[1])
-    except ValueError:
-      try:  # DPR writes the list as a python literal: ['a', "b's"]
-        answers = ast.literal_eval(row[1])
-      except (ValueError, SyntaxError):
-        raise InputError("not a JSON or python list of strings", path=path, line=lineno,
-                         field="answer") from None
-    yield check_question(row[0], path, lineno), check_answers(answers, path, lineno)
+    if line.strip():
+      yield open_qa_tsv_row(line, path, lineno)
 
 
 # Rows of the real splits (DPR's and ORQA's files), to catch a file that was cut or mis-split.
 EXPECTED_ROWS = {("nq", "train"): 79168, ("nq", "dev"): 8757, ("nq", "test"): 3610,
                  ("wq", "train"): 3417, ("wq", "dev"): 361, ("wq", "test"): 2032,
                  ("trec", "train"): 1353, ("trec", "dev"): 133, ("trec", "test"): 694}
+# Distinct questions, where known: the official evaluation keys references by question text,
+# so a repeated question counts once (CuratedTREC's test file has one twice).
+EXPECTED_QUESTIONS = {("trec", "test"): 693}
 
 
 def read_open_qa(root: Path, folder: str, split_file: str, *,
@@ -309,12 +320,20 @@ def iter_blocks(root: Path, *, kind: str = "world") -> Iterator[Block]:
   if path.suffix == ".tsv":
     yield from iter_passages_tsv(path)
     return
-  for lineno, obj in read_jsonl(path, required=("id", "title", "body")):
-    if isinstance(obj["id"], str):
-      raise InputError("expected an integer, got a string", path=path, line=lineno, field="id")
-    yield Block(_check_id(obj["id"], path, lineno),
-                _check_text(obj["title"], path, lineno, "title"),
-                _check_text(obj["body"], path, lineno, "body"))
+  for lineno, obj in read_jsonl(path, required=BLOCK_FIELDS):
+    yield block_of(obj, path, lineno)
+
+
+BLOCK_FIELDS = ("id", "title", "body")
+
+
+def block_of(obj: dict, path, lineno: int) -> Block:
+  """One blocks.jsonl object, checked (its keys are there: BLOCK_FIELDS)."""
+  if isinstance(obj["id"], str):
+    raise InputError("expected an integer, got a string", path=path, line=lineno, field="id")
+  return Block(_check_id(obj["id"], path, lineno),
+               _check_text(obj["title"], path, lineno, "title"),
+               _check_text(obj["body"], path, lineno, "body"))
 
 
 # Pre-training sentences.
@@ -359,11 +378,19 @@ def iter_sentences(root: Path, *, kind: str = "world") -> Iterator[Sentence]:
   path = root / SENTENCES_JSONL
   if not path.is_file():
     raise _missing(root, SENTENCES_JSONL, kind)
-  for lineno, obj in read_jsonl(path, required=("text", "spans")):
-    text = _check_text(obj["text"], path, lineno, "text")
-    starts, ends = _check_spans(obj["spans"], text, path, lineno)
-    block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
-    yield Sentence(text, starts, ends, block_id)
+  for lineno, obj in read_jsonl(path, required=SENTENCE_FIELDS):
+    yield sentence_of(obj, path, lineno)
+
+
+SENTENCE_FIELDS = ("text", "spans")
+
+
+def sentence_of(obj: dict, path, lineno: int) -> Sentence:
+  """One sentences.jsonl object, checked (its keys are there: SENTENCE_FIELDS)."""
+  text = _check_text(obj["text"], path, lineno, "text")
+  starts, ends = _check_spans(obj["spans"], text, path, lineno)
+  block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
+  return Sentence(text, starts, ends, block_id)
 
 
 # tf.data datasets.
