@@ -114,7 +114,13 @@ def _tasks_args(p):
 
 
 def _score_args(p):
-  p.add_argument("--references", required=True, help='JSONL {"question", "answer": [...]}')
+  p.add_argument("--references", required=True,
+                 help='questions with gold answers: JSON lines {"question", "answer": [...]} '
+                      "(NQ-Open, EfficientQA, DrQA's .txt), DPR's .csv or biencoder .json")
+  p.add_argument("--answer_field", "--answer-field", dest="answer_field", default="answer",
+                 help="the JSON lines' answer field; EfficientQA's test file also has "
+                      "answer_and_def_correct_predictions (answers plus the ones its raters "
+                      "judged definitely correct)")
   p.add_argument("--predictions", required=True, help='JSONL {"question", "prediction"}')
   p.add_argument("--regex", action="store_true",
                  help="answers are regular expressions matched at the prediction's start "
@@ -342,7 +348,8 @@ def score(args, bindings) -> int:
   from realm_bench import score as score_lib  # pylint: disable=g-import-not-at-top
   _no_bindings("score", bindings)
   summary = score_lib.score_files(references=args.references, predictions=args.predictions,
-                                  regex=args.regex, per_example=args.per_example)
+                                  regex=args.regex, per_example=args.per_example,
+                                  answer_field=args.answer_field)
   print(score_lib.format_summary(summary))
   return 0
 
