@@ -18,16 +18,18 @@ Real data (DATA_DIR), with the splits the paper (ORQA's) uses:
 
 - NQ-Open (open_qa/nq): 79,168 / 8,757 / 3,610 questions (train / dev / test). ORQA split
   NQ-Open's train set (google-research-datasets/natural-questions, `nq_open/NQ-open.train.jsonl`)
-  into train and dev; NQ-Open's own dev set (`nq_open/NQ-open.dev.jsonl`) is the test split
-  here. DPR's data downloads carry the same splits (`nq-train`, `nq-dev`, and `nq-test.csv`).
-- WebQuestions (open_qa/wq): 3,417 / 361 / 2,032, from DPR's data downloads (`webq-train`,
-  `webq-dev`, `webq-test.csv`).
-- CuratedTREC (open_qa/trec): 1,353 / 133 / 694, from DPR's data downloads
-  (`curatedtrec-train`, `curatedtrec-dev`, `curatedtrec-test.csv`); answers are regular
+  into train and dev by a question hash (`realm-bench data resplit`); NQ-Open's own dev set
+  (`nq_open/NQ-open.dev.jsonl`) is the test split here. DPR's downloads are not the same
+  splits: its nq-dev (8,757) is not ORQA's dev (837 of its questions fall in ORQA's dev
+  bucket), and its nq-test spells 291 of the 3,610 questions with another tokenisation, so
+  predictions keyed to one file's questions miss the other's.
+- WebQuestions (open_qa/wq): 3,417 / 361 / 2,032, and CuratedTREC (open_qa/trec): 1,353 / 133 /
+  694 lines (693 distinct questions), ORQA's splits of DrQA's `WebQuestions-{train,test}.txt`
+  and `CuratedTrec-{train,test}.txt` (`data resplit`); CuratedTREC's answers are regular
   expressions.
-  DPR's `.csv` question files are tab-separated: save them as `<split>.tsv`. DPR's train/dev
-  `.json` files hold a list of {"question", "answers", ...}: write one {"question", "answer"}
-  object per line as `<split>.jsonl`.
+  Other layouts (DPR's `.csv` and biencoder `.json`, EfficientQA's files) are read by
+  `tasks/qa_files.py`: `realm-bench data convert` writes them as `<split>.jsonl`, and
+  `realm-bench data check DATA_DIR` says whether a dev split is ORQA's.
 - Knowledge corpus (corpus/): English Wikipedia of 2018-12-20 cut into 13,353,718 blocks of at
   most 288 wordpieces, as released with ORQA/REALM (google-research/language), one
   {"id", "title", "body"} per line. DPR's `psgs_w100.tsv` (21,015,324 passages of 100 words from
@@ -73,11 +75,11 @@ _INT32 = (-2**31, 2**31 - 1)
 REAL_DATA = {
     "open_qa/nq": "NQ-Open: ORQA's train/dev split of nq_open/NQ-open.train.jsonl and "
                   "nq_open/NQ-open.dev.jsonl as test (google-research-datasets/natural-questions), "
-                  "or DPR's nq-train/nq-dev/nq-test; expected 79,168 / 8,757 / 3,610 lines",
-    "open_qa/wq": "WebQuestions from DPR's data downloads (webq-train, webq-dev, webq-test.csv); "
-                  "expected 3,417 / 361 / 2,032 lines",
-    "open_qa/trec": "CuratedTREC from DPR's data downloads (curatedtrec-train, curatedtrec-dev, "
-                    "curatedtrec-test.csv); expected 1,353 / 133 / 694 lines",
+                  "made with `realm-bench data resplit`; expected 79,168 / 8,757 / 3,610 lines",
+    "open_qa/wq": "WebQuestions: ORQA's split of DrQA's WebQuestions-{train,test}.txt, made with "
+                  "`realm-bench data resplit`; expected 3,417 / 361 / 2,032 lines",
+    "open_qa/trec": "CuratedTREC: ORQA's split of DrQA's CuratedTrec-{train,test}.txt, made with "
+                    "`realm-bench data resplit`; expected 1,353 / 133 / 694 lines",
     "corpus": "the 2018-12-20 English Wikipedia blocks released with ORQA/REALM "
               "(google-research/language); expected 13,353,718 lines",
     "pretrain": "sentences you tag with a named-entity and date tagger (REALM's salient spans)",
