@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from realm_bench import tf_runtime
+from realm_bench import data_command, tf_runtime
 from realm_bench.errors import InputError
 from realm_bench.gin_utils import (parse_gin, refuse_unread_macros, run_entry, split_gin_args,
                                    split_search_paths)
@@ -75,35 +75,6 @@ def _vocab_args(p):
                  help="JSONL or TSV corpus file to learn from (repeatable)")
   p.add_argument("--size", type=int, default=4000, help="target vocabulary size")
   p.add_argument("--out", required=True, help="vocab.txt to write")
-
-
-def _data_args(p):
-  actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-  r = actions.add_parser("resplit", formatter_class=_HelpWithDefaults,
-                         help="ORQA's train / dev / test split of a benchmark's released files")
-  r.add_argument("--name", required=True, help="nq, wq or trec (or NaturalQuestions, ...)")
-  r.add_argument("--train", required=True,
-                 help="the released train file (JSON lines with a question, or DPR's TSV)")
-  r.add_argument("--test", required=True,
-                 help="the released test file (NQ-Open: its dev file), same formats")
-  r.add_argument("--out", required=True,
-                 help="folder for train/dev/test.jsonl: DATA_DIR/open_qa/{nq,wq,trec}")
-  c = actions.add_parser("convert", formatter_class=_HelpWithDefaults,
-                         help="a question file (DrQA .txt, DPR .csv or biencoder .json, "
-                              "NQ-Open / EfficientQA .jsonl) as the tasks' JSON lines")
-  c.add_argument("--from", dest="source", required=True, help="the question file to read")
-  c.add_argument("--format", choices=("jsonl", "dpr-qa", "dpr-biencoder"), default=None,
-                 help="what --from holds (default: told from its first character)")
-  c.add_argument("--answer_field", "--answer-field", dest="answer_field", default="answer",
-                 help="the JSON lines' answer field (EfficientQA: "
-                      "answer_and_def_correct_predictions)")
-  c.add_argument("--out", required=True, help="the .jsonl to write, e.g. "
-                                              "DATA_DIR/open_qa/nq/test.jsonl")
-  k = actions.add_parser("check", formatter_class=_HelpWithDefaults,
-                         help="every file under DATA_DIR: format, rows and distinct questions "
-                              "against the paper's sizes, and each problem as file:line:field")
-  k.add_argument("data_dir", metavar="DATA_DIR", help="the real-data folder")
-  k.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 
 def _tasks_args(p):
@@ -376,27 +347,6 @@ def convert(args, bindings) -> int:
   return 0
 
 
-def data(args, bindings) -> int:
-  from realm_bench import data_splits  # pylint: disable=g-import-not-at-top
-  _no_bindings("data", bindings)
-  if args.action == "convert":
-    from realm_bench import data_convert  # pylint: disable=g-import-not-at-top
-    print(json.dumps(data_convert.convert_questions(
-        source=args.source, out=args.out, fmt=args.format, answer_field=args.answer_field)))
-    return 0
-  if args.action == "check":
-    from realm_bench import data_check  # pylint: disable=g-import-not-at-top
-    report = data_check.check(data_dir=args.data_dir)
-    print(json.dumps(report) if args.json else data_check.format_report(report))
-    return 1 if report["problems"] else 0
-  counts = data_splits.resplit(name=args.name, train=args.train, test=args.test, out=args.out)
-  print(json.dumps(counts))
-  for split, expected in counts["differs_from_released"].items():
-    print(f"note: {split} has {counts[split]} questions; the released split has {expected}",
-          file=sys.stderr)
-  return 0
-
-
 def tables(args, bindings) -> int:
   from realm_bench.reporting import render  # pylint: disable=g-import-not-at-top
   _no_bindings("tables", bindings)
@@ -448,7 +398,7 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
                 "TF), for --gin.WARM_START and --gin.BERT_RUN", _convert_args, convert),
     "data": ("prepare real Open-QA data: `data resplit` makes ORQA's dev split, `data "
              "convert` reads DrQA / DPR / NQ-Open files, `data check` checks DATA_DIR",
-             _data_args, data),
+             data_command.add_arguments, data_command.run),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
     "check": ("check run records against the reported numbers, and the specs' claims over "
               "seeds and questions (PASS / FAIL / INCONCLUSIVE)",
