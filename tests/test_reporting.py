@@ -71,6 +71,32 @@ def _edit(text, **changes) -> str:
   return json.dumps(obj)
 
 
+def test_records_carry_the_command_they_were_written_under(tmp_path):
+  assert make_record().command is None   # outside any command
+  with records.recording_command(["quickstart", "--out", "my runs"]):
+    with records.recording_command(["train", "--gin_file=runs/ict.gin",
+                                    "--gin.RUN_DIR='my runs/ict'"]) as inner:
+      record = make_record()   # a driver's stage: its own command, not the driver's
+    outer = make_record()
+  assert inner == record.command == "realm-bench train --gin_file=runs/ict.gin " \
+      "--gin.RUN_DIR=\"'my runs/ict'\""
+  assert outer.command == "realm-bench quickstart --out 'my runs'"
+  assert make_record().command is None
+  records.write_record(tmp_path / "run", record)
+  assert records.read_record(tmp_path / "run").command == record.command
+
+
+def test_records_before_version_3_read_without_a_command(tmp_path):
+  """Records written before commands were kept (schema version 2) still read, and render."""
+  path = tmp_path / "old" / "record.json"
+  path.parent.mkdir()
+  path.write_text(_edit(_good_json(tmp_path), schema_version=2, command=KeyError))
+  assert records.read_record(path) == make_record()
+  committed = Path(__file__).resolve().parent.parent / "results" / "records" / "quickstart"
+  old = [records.read_record(p) for p in sorted(committed.rglob("record.json"))[:5]]
+  assert old and all(r.command is None and r.schema_version == 3 for r in old)
+
+
 @pytest.mark.parametrize("mutate, field, line", [
     (lambda t: t[: len(t) // 2], None, True),                                   # truncated
     (lambda t: _edit(t, task=KeyError), "task", False),                         # missing field
@@ -85,6 +111,9 @@ def _edit(text, **changes) -> str:
     (lambda t: _edit(t, cells=[{"table": "T1", "row": "9", "dataset": "nq", "metric": "x"}]),
      "cells[0].row", False),
     (lambda t: _edit(t, start_time="yesterday"), "start_time", False),
+    (lambda t: _edit(t, command=KeyError), "command", False),   # a version 3 record has one
+    (lambda t: _edit(t, command=["realm-bench", "train"]), "command", False),
+    (lambda t: _edit(t, command=" "), "command", False),
 ])
 def test_read_record_names_file_and_field(tmp_path, mutate, field, line):
   path = tmp_path / "bad" / "record.json"
@@ -456,7 +485,8 @@ def test_record_dataclass_fields_are_the_documented_contract():
       "schema_version", "run_id", "kind", "experiment", "lineage", "cells", "task", "dataset",
       "split", "scale",
       "metrics", "num_examples", "gin_config", "git_commit", "hardware", "start_time",
-      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher", "outcomes"]
+      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher", "outcomes",
+      "command"]
 
 
 @pytest.mark.parametrize("records,out", [
