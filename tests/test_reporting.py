@@ -528,3 +528,39 @@ def test_sweep_axes_are_labelled_in_words():
       "index refresh interval (training steps)"
   assert plots.axis_label("stats.mean_staleness") == "mean index staleness (steps behind the model)"
   assert plots.axis_label("stats.retrieval_utility") == "retrieval utility"
+
+
+# --- the sweep's reference lines --------------------------------------------------------------
+
+
+def _staleness_spec(specs_dir=None) -> specs.SweepSpec:
+  return next(s for s in specs.load_specs(specs_dir) if s.id == "staleness")
+
+
+def test_the_staleness_sweep_is_read_against_the_warm_start():
+  assert _staleness_spec().references == (
+      specs.SweepReference(name="ICT warm start (zero-shot)", experiment="ict",
+                           metric="recall@5"),)
+
+
+@pytest.mark.parametrize("references, field", [
+    ("ict", "references"),                                               # not a list
+    ([{"experiment": "ict", "metric": "recall@5"}], "references[0].name"),
+    ([{"name": "warm", "experiment": 3, "metric": "recall@5"}], "references[0].experiment"),
+    ([{"name": "warm", "experiment": "ict", "metric": "recall@20"}],      # no panel shows it
+     "references[0].metric"),
+    ([{"name": "warm", "experiment": "ict", "metric": "staleness_mean"}],  # a stat column
+     "references[0].metric"),
+    ([{"name": "warm", "experiment": "ict", "metric": "recall@5"},
+      {"name": "warm", "experiment": "orqa", "metric": "exact_match"}], "references[1].name"),
+    (["ict"], "references[0]"),
+])
+def test_bad_sweep_references_are_refused_naming_file_and_field(tmp_path, references, field):
+  for path in specs.default_specs_dir().glob("*.yaml"):
+    (tmp_path / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+  doc = yaml.safe_load((tmp_path / "staleness.yaml").read_text(encoding="utf-8"))
+  doc["references"] = references
+  (tmp_path / "staleness.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+  with pytest.raises(InputError) as e:
+    specs.load_specs(tmp_path)
+  assert e.value.field == field and e.value.path == str(tmp_path / "staleness.yaml")
