@@ -76,6 +76,7 @@ def page(tmp_path, monkeypatch):
   for every, em in ((1, 40.0), (3, 38.0), (10, 33.0), (30, 30.0)):
     write_seeds(runs, f"stale-{every}", value=em, experiment="staleness", split="dev",
                 params={"refresh_every_steps": every}, stats={"staleness_mean": every / 2})
+  write_seeds(runs, "ict-recall", value=12.0, metric="recall@5", experiment="ict", split="dev")
   written = render.render_tables(runs_dir=runs, formats=["md", "html"], out_dir=tmp_path / "t",
                                  command="realm-bench tables --runs runs", commit="abc123")
   path = tmp_path / "t" / "leaderboard.html"
@@ -134,6 +135,14 @@ def test_each_row_has_its_commit_and_gin_config_escaped(page):
   assert configs.count(f"NOTE = '{SCRIPT}'\n") == len(realm)
   # No machine paths from the records: run folders relative to the runs folder.
   assert str(runs.resolve()) not in text and "runs/seed_0" not in text
+
+
+def test_the_sweep_names_its_reference_line(page):
+  parsed, text, _, _ = page
+  refs = [a for t, a in parsed.tags if t == "p" and a.get("class") == "refs"]
+  assert refs == [{"class": "refs", "data-scale": "synthetic"}]
+  assert ("synthetic: Reference line on the plot: ICT warm start (zero-shot) = "
+          f"{_mean_pm([11, 12, 13])}, n = 3 (recall@5 of experiment &#x27;ict&#x27;).") in text
 
 
 def test_page_is_self_contained(page):

@@ -392,6 +392,8 @@ def _golden_runs(runs):
             metrics={"recall@5": 36.9},
             cells=[{"table": "T2", "row": 1, "dataset": "nq", "metric": "recall@5"}])
   _write_synthetic_runs(runs)
+  write_seeds(runs, "ict_recall_dev", value=42.0, metric="recall@5", experiment="ict",
+              split="dev")   # the sweep's reference line
 
 
 def _assert_golden(name: str, text: str) -> None:
@@ -564,3 +566,58 @@ def test_bad_sweep_references_are_refused_naming_file_and_field(tmp_path, refere
   with pytest.raises(InputError) as e:
     specs.load_specs(tmp_path)
   assert e.value.field == field and e.value.path == str(tmp_path / "staleness.yaml")
+
+
+def _reference_runs(runs):
+  _write_synthetic_runs(runs)
+  write_seeds(runs, "ict_recall_dev", value=42.0, metric="recall@5", experiment="ict",
+              split="dev", jitter=2.0)
+  # Not the reference: another split, another metric, a training record of the warm start.
+  write_run(runs, "ict_recall_test", experiment="ict", metrics={"recall@5": 90.0})
+  write_run(runs, "ict_recall_dev_at_1", experiment="ict", split="dev",
+            metrics={"recall@1": 90.0})
+  write_run(runs, "ict", kind="train", experiment="ict", dataset=None, split="train",
+            metrics={"loss": 90.0})
+
+
+def test_the_reference_is_the_mean_over_seeds_of_its_records(tmp_path):
+  from realm_bench.reporting import build  # pylint: disable=g-import-not-at-top
+  _reference_runs(tmp_path / "runs")
+  frame = collect.collect_records(tmp_path / "runs")
+  refs = build.sweep_references(_staleness_spec(), frame)
+  assert len(refs) == 1   # synthetic only: no paper-scale records of it
+  ref = refs.iloc[0]
+  assert (ref["scale"], ref["name"], ref["metric"], ref["n"]) == (
+      "synthetic", "ICT warm start (zero-shot)", "recall@5", 3)
+  assert ref["value"] == pytest.approx(42.0)   # seeds 40, 42, 44
+  assert ref["±"] == pytest.approx(4.968, abs=1e-3)   # t(2) x sd 2 / sqrt(3)
+  render.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
+  md = (tmp_path / "t" / "staleness.md").read_text(encoding="utf-8")
+  assert ("Reference line on the plot: ICT warm start (zero-shot) = 42.0 ± 5.0, n = 3 "
+          "(recall@5 of experiment 'ict').") in md
+
+
+def test_the_sweep_plot_draws_the_reference_line(tmp_path, monkeypatch):
+  from realm_bench.reporting import build, plots  # pylint: disable=g-import-not-at-top
+  _reference_runs(tmp_path / "runs")
+  frame = collect.collect_records(tmp_path / "runs")
+  spec = _staleness_spec()
+  figure = plots.sweep_figure(build.sweep_points(spec, frame), spec=spec, caption="c",
+                              references=build.sweep_references(spec, frame))
+  panels = figure.axes
+  assert len(panels) == 2   # against the interval and against the measured staleness
+  for ax in panels:
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1
+    assert list(dashed[0].get_ydata()) == [pytest.approx(42.0)] * 2   # horizontal
+    label = dashed[0].get_label()
+    assert label == "ICT warm start (zero-shot) (synthetic): recall@5 42.0 ± 5.0"
+    assert label in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "recall@5" in ax.get_ylabel().lower()
+  # `tables` draws its plot with the references.
+  drawn = []
+  real = plots.sweep_figure
+  monkeypatch.setattr(plots, "sweep_figure",
+                      lambda *a, **k: drawn.append(k["references"]) or real(*a, **k))
+  render.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
+  assert len(drawn) == 1 and drawn[0]["value"].tolist() == [pytest.approx(42.0)]

@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from realm_bench.reporting import collect
-from realm_bench.reporting.build import BuiltTable
+from realm_bench.reporting.build import BuiltTable, reference_note
 from realm_bench.reporting.check import fmt_interval, fmt_mean
 from realm_bench.reporting.records import shell_quote
 from realm_bench.reporting.specs import SweepSpec, TableSpec, TrendClaim
@@ -312,6 +312,11 @@ def _sweep_spec(spec: SweepSpec, built: BuiltTable, inputs: PageInputs,
     if block:
       parts.append(f'<tr class="repro"><td colspan="{width + 1}">{block}</td></tr>')
   parts.append("</tbody></table>")
+  if built.sweep_references is not None and points is not None:
+    for scale in dict.fromkeys(points["scale"]):
+      note = reference_note(spec, built.sweep_references, scale)
+      if note:
+        parts.append(f'<p class="refs" data-scale="{_e(scale)}">{_e(scale)}: {_e(note)}</p>')
   trends = [c for c in spec.claims if isinstance(c, TrendClaim)]
   if trends:
     parts.append(f"<p>Trend over the sweep: "
