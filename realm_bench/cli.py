@@ -19,6 +19,7 @@ from realm_bench import data_command, tf_runtime
 from realm_bench.errors import InputError
 from realm_bench.gin_utils import (parse_gin, refuse_unread_macros, run_entry, split_gin_args,
                                    split_search_paths)
+from realm_bench.reporting.records import recording_command
 
 tf_runtime.quiet_logs()   # before anything imports TensorFlow
 
@@ -448,7 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     rest, flag_bindings = split_gin_args(argv)
     args = build_parser().parse_args(rest)
     bindings = [*getattr(args, "gin_bindings", []), *flag_bindings]
-    return int(COMMANDS[args.command][2](args, bindings) or 0)
+    # Every record the command writes carries its argv as given (paths stay as the user
+    # typed them), so the leaderboard can show the command behind each row.
+    with recording_command(argv):
+      return int(COMMANDS[args.command][2](args, bindings) or 0)
   except InputError as e:
     print(f"realm-bench {argv[0] if argv else ''}: error: {e.message}", file=sys.stderr)
     return 2

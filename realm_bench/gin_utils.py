@@ -31,6 +31,9 @@ GIN_FLAG = "--gin."
 # A macro definition at the top level of a gin file: `NAME = ...` or `scope/NAME = ...`
 # (a name without a dot; `a.b = ...` binds a parameter, and block bodies are indented).
 _MACRO_LINE = re.compile(r"^([A-Za-z_][\w/]*)\s*=(?!=)")
+# What a `--gin.KEY=` key may be: a macro or `Configurable.param`, scoped or not (no spaces,
+# so it needs no shell quoting).
+_FLAG_KEY = re.compile(r"[A-Za-z_][\w./]*")
 _GIN_ERRORS = (ValueError, ImportError, SyntaxError, KeyError, OSError)
 
 
@@ -54,6 +57,17 @@ def split_gin_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     else:
       rest.append(arg)
   return rest, bindings
+
+
+def macro_of(binding: str) -> str | None:
+  """The macro (`NAME` or `scope/NAME`) a one-line binding sets, None for a parameter's."""
+  m = _MACRO_LINE.match(binding.strip())
+  return m.group(1) if m else None
+
+
+def is_flag_key(key: str) -> bool:
+  """Whether `--gin.KEY=VALUE` can carry a binding of `key` (split_gin_args' grammar)."""
+  return bool(_FLAG_KEY.fullmatch(key))
 
 
 def split_search_paths(values: Iterable[str]) -> list[str]:

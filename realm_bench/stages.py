@@ -5,7 +5,9 @@ A stage is one gin-configured call of an entry function (`train`, `evaluate`,
 own folder under `runs/`. A stage whose record exists is skipped, and an interrupted training
 resumes from its checkpoint, so every driver built from these stages is resumable for free.
 All of them run in one process with one persistent compile cache, so stages of the same
-shapes (the fine-tunings, the evaluations) compile once.
+shapes (the fine-tunings, the evaluations) compile once. Each stage's record carries the
+standalone `realm-bench train|evaluate|recall` command equivalent to its call
+(`stage_command`), so a row of the leaderboard names how to rerun exactly that stage.
 
 `QuickstartConfig` (named for the command that first used it; gin files bind it as
 `quickstart.QuickstartConfig`) holds the step counts, batch sizes and learning rates of the
@@ -16,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import gin
 
 from realm_bench import gin_utils
+from realm_bench.reporting.records import recording_command
 
 # Synthetic twins of the three Open-QA benchmarks: dataset id -> the overlay that points
 # QA_TASK at its task (gin/datasets/), as the records' `dataset` field names them.
@@ -62,6 +65,29 @@ class QuickstartConfig:
   experiments: tuple[str, ...] = EXPERIMENTS
 
 
+# The `realm-bench` command that runs each entry function a stage calls.
+CLI_COMMANDS = {"train": "train", "evaluate": "evaluate", "evaluate_retrieval": "recall"}
+
+
+def stage_command(fn, gin_files: Sequence[str], bindings: Sequence[str],
+                  read: Collection[str]) -> list[str]:
+  """The command-line arguments that run the stage `fn(gin_files, bindings)` standalone.
+
+  The command line is strict where a stage's parse is not: it refuses a macro that nothing
+  reads, and the stages set some for every kind of run (SEED, WORLD_DIR, ...). Those bind
+  nothing, so they are left out (`read`: the macros the stage's config reads) and the
+  command still does what the stage did."""
+  kept = [b for b in bindings if (m := gin_utils.macro_of(b)) is None or m in read]
+  flags = []
+  for binding in kept:
+    key, _, value = binding.partition("=")
+    flags.append(f"{gin_utils.GIN_FLAG}{key.strip()}={value.strip()}")
+  if any("\n" in b or not gin_utils.is_flag_key(b.partition("=")[0].strip()) for b in kept):
+    # Not expressible as --gin.KEY=VALUE: all as --gin_bindings, which keeps their order.
+    flags = [f"--gin_bindings={b}" for b in kept]
+  return [CLI_COMMANDS[fn.__name__], *(f"--gin_file={f}" for f in gin_files), *flags]
+
+
 class Stages:
   """Runs stages into `out/runs/NAME`, skipping those already finished.
 
@@ -87,9 +113,11 @@ class Stages:
             f"SEED = {self.config.seed}"]
 
   def call(self, fn, gin_files, bindings):
-    gin_utils.parse_gin(list(gin_files) + [self.config.size_gin, *self.config.extra_gin],
-                        self.data_bindings() + list(bindings))
-    return gin.get_configurable(fn)()
+    files = [*gin_files, self.config.size_gin, *self.config.extra_gin]
+    bindings = [*self.data_bindings(), *bindings]
+    parsed = gin_utils.parse_gin(files, bindings)
+    with recording_command(stage_command(fn, files, bindings, parsed.read)):
+      return gin.get_configurable(fn)()
 
   def _told(self, name, kind, started, skipped):
     if self.on_stage is not None:

@@ -3,6 +3,7 @@ records' numbers, its verdicts the check's, and its text is escaped and self-con
 from __future__ import annotations
 
 import math
+import shlex
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def page(tmp_path, monkeypatch):
   for every, em in ((1, 40.0), (3, 38.0), (10, 33.0), (30, 30.0)):
     write_seeds(runs, f"stale-{every}", value=em, experiment="staleness", split="dev",
                 params={"refresh_every_steps": every}, stats={"staleness_mean": every / 2})
+  write_seeds(runs, "ict-recall", value=12.0, metric="recall@5", experiment="ict", split="dev")
   written = render.render_tables(runs_dir=runs, formats=["md", "html"], out_dir=tmp_path / "t",
                                  command="realm-bench tables --runs runs", commit="abc123")
   path = tmp_path / "t" / "leaderboard.html"
@@ -135,6 +137,14 @@ def test_each_row_has_its_commit_and_gin_config_escaped(page):
   assert str(runs.resolve()) not in text and "runs/seed_0" not in text
 
 
+def test_the_sweep_names_its_reference_line(page):
+  parsed, text, _, _ = page
+  refs = [a for t, a in parsed.tags if t == "p" and a.get("class") == "refs"]
+  assert refs == [{"class": "refs", "data-scale": "synthetic"}]
+  assert ("synthetic: Reference line on the plot: ICT warm start (zero-shot) = "
+          f"{_mean_pm([11, 12, 13])}, n = 3 (recall@5 of experiment &#x27;ict&#x27;).") in text
+
+
 def test_page_is_self_contained(page):
   parsed, text, _, _ = page
   assert not [t for t, _ in parsed.tags if t in ("script", "link", "iframe")]
@@ -158,3 +168,33 @@ def test_page_only_with_html_and_without_runs(tmp_path, capsys):
   assert parsed.cell(spec="table1", section="paper", col="NQ", experiment="orqa",
                      field="paper") == "33.3"
   assert "No sweep records yet." in (tmp_path / "h" / "leaderboard.html").read_text()
+
+
+def test_each_stage_shows_the_command_its_record_carries(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  runs = Path("runs")
+  ict = ("realm-bench train --gin_file=runs/ict.gin --gin.RUN_DIR=\"'out/runs/ict'\" "
+         "--gin.NOTE=\"'<b>x y</b>'\"")
+  write_run(runs / "seed_0", "bert", kind="train", experiment="bert", dataset=None,
+            split="train", metrics={"loss": 1.0})               # an older record: no command
+  write_run(runs / "seed_0", "ict", kind="train", experiment="ict", dataset=None,
+            split="train", metrics={"loss": 2.0}, lineage="bert", command=ict)
+  recall = "realm-bench recall --gin_file=runs/evaluate_retrieval.gin --gin.SEED=0"
+  write_run(runs / "seed_0", "ict-recall", experiment="orqa", split="dev",
+            metrics={"recall@5": 20.0}, lineage="ict", command=recall)
+  render.render_tables(runs_dir=runs, formats=["html"], out_dir=tmp_path / "t",
+                       command="realm-bench tables", commit="abc123")
+  text = (tmp_path / "t" / "leaderboard.html").read_text(encoding="utf-8")
+  parsed = _Page()
+  parsed.feed(text)
+  block = next(p["text"] for p in parsed.pres
+               if p["attrs"].get("class") == "cmd" and "seed_0/ict-recall" in p["text"])
+  lines = block.splitlines()
+  # Oldest first: the stage without a command is named by its kind, the others by theirs.
+  assert lines[2].startswith("#   realm-bench train    seed_0/bert") and "before" in lines[2]
+  assert lines[3] == "# seed_0/ict (train)"
+  commands = "\n".join(lines[4:]).split("# seed_0/ict-recall (recall)\n")
+  assert [shlex.split(c.replace("\\\n", " ")) for c in commands] == [
+      shlex.split(ict), shlex.split(recall)]
+  assert commands[0].splitlines()[2] == "    --gin.RUN_DIR=\"'out/runs/ict'\" \\"
+  assert "<b>" not in text and "&lt;b&gt;x y&lt;/b&gt;" in text   # escaped

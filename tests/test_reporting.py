@@ -71,6 +71,32 @@ def _edit(text, **changes) -> str:
   return json.dumps(obj)
 
 
+def test_records_carry_the_command_they_were_written_under(tmp_path):
+  assert make_record().command is None   # outside any command
+  with records.recording_command(["quickstart", "--out", "my runs"]):
+    with records.recording_command(["train", "--gin_file=runs/ict.gin",
+                                    "--gin.RUN_DIR='my runs/ict'"]) as inner:
+      record = make_record()   # a driver's stage: its own command, not the driver's
+    outer = make_record()
+  assert inner == record.command == "realm-bench train --gin_file=runs/ict.gin " \
+      "--gin.RUN_DIR=\"'my runs/ict'\""
+  assert outer.command == "realm-bench quickstart --out 'my runs'"
+  assert make_record().command is None
+  records.write_record(tmp_path / "run", record)
+  assert records.read_record(tmp_path / "run").command == record.command
+
+
+def test_records_before_version_3_read_without_a_command(tmp_path):
+  """Records written before commands were kept (schema version 2) still read, and render."""
+  path = tmp_path / "old" / "record.json"
+  path.parent.mkdir()
+  path.write_text(_edit(_good_json(tmp_path), schema_version=2, command=KeyError))
+  assert records.read_record(path) == make_record()
+  committed = Path(__file__).resolve().parent.parent / "results" / "records" / "quickstart"
+  old = [records.read_record(p) for p in sorted(committed.rglob("record.json"))[:5]]
+  assert old and all(r.command is None and r.schema_version == 3 for r in old)
+
+
 @pytest.mark.parametrize("mutate, field, line", [
     (lambda t: t[: len(t) // 2], None, True),                                   # truncated
     (lambda t: _edit(t, task=KeyError), "task", False),                         # missing field
@@ -85,6 +111,9 @@ def _edit(text, **changes) -> str:
     (lambda t: _edit(t, cells=[{"table": "T1", "row": "9", "dataset": "nq", "metric": "x"}]),
      "cells[0].row", False),
     (lambda t: _edit(t, start_time="yesterday"), "start_time", False),
+    (lambda t: _edit(t, command=KeyError), "command", False),   # a version 3 record has one
+    (lambda t: _edit(t, command=["realm-bench", "train"]), "command", False),
+    (lambda t: _edit(t, command=" "), "command", False),
 ])
 def test_read_record_names_file_and_field(tmp_path, mutate, field, line):
   path = tmp_path / "bad" / "record.json"
@@ -363,6 +392,8 @@ def _golden_runs(runs):
             metrics={"recall@5": 36.9},
             cells=[{"table": "T2", "row": 1, "dataset": "nq", "metric": "recall@5"}])
   _write_synthetic_runs(runs)
+  write_seeds(runs, "ict_recall_dev", value=42.0, metric="recall@5", experiment="ict",
+              split="dev")   # the sweep's reference line
 
 
 def _assert_golden(name: str, text: str) -> None:
@@ -456,7 +487,8 @@ def test_record_dataclass_fields_are_the_documented_contract():
       "schema_version", "run_id", "kind", "experiment", "lineage", "cells", "task", "dataset",
       "split", "scale",
       "metrics", "num_examples", "gin_config", "git_commit", "hardware", "start_time",
-      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher", "outcomes"]
+      "end_time", "steps", "index_manifests", "params", "stats", "recall_matcher", "outcomes",
+      "command"]
 
 
 @pytest.mark.parametrize("records,out", [
@@ -498,3 +530,94 @@ def test_sweep_axes_are_labelled_in_words():
       "index refresh interval (training steps)"
   assert plots.axis_label("stats.mean_staleness") == "mean index staleness (steps behind the model)"
   assert plots.axis_label("stats.retrieval_utility") == "retrieval utility"
+
+
+# --- the sweep's reference lines --------------------------------------------------------------
+
+
+def _staleness_spec(specs_dir=None) -> specs.SweepSpec:
+  return next(s for s in specs.load_specs(specs_dir) if s.id == "staleness")
+
+
+def test_the_staleness_sweep_is_read_against_the_warm_start():
+  assert _staleness_spec().references == (
+      specs.SweepReference(name="ICT warm start (zero-shot)", experiment="ict",
+                           metric="recall@5"),)
+
+
+@pytest.mark.parametrize("references, field", [
+    ("ict", "references"),                                               # not a list
+    ([{"experiment": "ict", "metric": "recall@5"}], "references[0].name"),
+    ([{"name": "warm", "experiment": 3, "metric": "recall@5"}], "references[0].experiment"),
+    ([{"name": "warm", "experiment": "ict", "metric": "recall@20"}],      # no panel shows it
+     "references[0].metric"),
+    ([{"name": "warm", "experiment": "ict", "metric": "staleness_mean"}],  # a stat column
+     "references[0].metric"),
+    ([{"name": "warm", "experiment": "ict", "metric": "recall@5"},
+      {"name": "warm", "experiment": "orqa", "metric": "exact_match"}], "references[1].name"),
+    (["ict"], "references[0]"),
+])
+def test_bad_sweep_references_are_refused_naming_file_and_field(tmp_path, references, field):
+  for path in specs.default_specs_dir().glob("*.yaml"):
+    (tmp_path / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+  doc = yaml.safe_load((tmp_path / "staleness.yaml").read_text(encoding="utf-8"))
+  doc["references"] = references
+  (tmp_path / "staleness.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+  with pytest.raises(InputError) as e:
+    specs.load_specs(tmp_path)
+  assert e.value.field == field and e.value.path == str(tmp_path / "staleness.yaml")
+
+
+def _reference_runs(runs):
+  _write_synthetic_runs(runs)
+  write_seeds(runs, "ict_recall_dev", value=42.0, metric="recall@5", experiment="ict",
+              split="dev", jitter=2.0)
+  # Not the reference: another split, another metric, a training record of the warm start.
+  write_run(runs, "ict_recall_test", experiment="ict", metrics={"recall@5": 90.0})
+  write_run(runs, "ict_recall_dev_at_1", experiment="ict", split="dev",
+            metrics={"recall@1": 90.0})
+  write_run(runs, "ict", kind="train", experiment="ict", dataset=None, split="train",
+            metrics={"loss": 90.0})
+
+
+def test_the_reference_is_the_mean_over_seeds_of_its_records(tmp_path):
+  from realm_bench.reporting import build  # pylint: disable=g-import-not-at-top
+  _reference_runs(tmp_path / "runs")
+  frame = collect.collect_records(tmp_path / "runs")
+  refs = build.sweep_references(_staleness_spec(), frame)
+  assert len(refs) == 1   # synthetic only: no paper-scale records of it
+  ref = refs.iloc[0]
+  assert (ref["scale"], ref["name"], ref["metric"], ref["n"]) == (
+      "synthetic", "ICT warm start (zero-shot)", "recall@5", 3)
+  assert ref["value"] == pytest.approx(42.0)   # seeds 40, 42, 44
+  assert ref["±"] == pytest.approx(4.968, abs=1e-3)   # t(2) x sd 2 / sqrt(3)
+  render.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
+  md = (tmp_path / "t" / "staleness.md").read_text(encoding="utf-8")
+  assert ("Reference line on the plot: ICT warm start (zero-shot) = 42.0 ± 5.0, n = 3 "
+          "(recall@5 of experiment 'ict').") in md
+
+
+def test_the_sweep_plot_draws_the_reference_line(tmp_path, monkeypatch):
+  from realm_bench.reporting import build, plots  # pylint: disable=g-import-not-at-top
+  _reference_runs(tmp_path / "runs")
+  frame = collect.collect_records(tmp_path / "runs")
+  spec = _staleness_spec()
+  figure = plots.sweep_figure(build.sweep_points(spec, frame), spec=spec, caption="c",
+                              references=build.sweep_references(spec, frame))
+  panels = figure.axes
+  assert len(panels) == 2   # against the interval and against the measured staleness
+  for ax in panels:
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1
+    assert list(dashed[0].get_ydata()) == [pytest.approx(42.0)] * 2   # horizontal
+    label = dashed[0].get_label()
+    assert label == "ICT warm start (zero-shot) (synthetic): recall@5 42.0 ± 5.0"
+    assert label in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "recall@5" in ax.get_ylabel().lower()
+  # `tables` draws its plot with the references.
+  drawn = []
+  real = plots.sweep_figure
+  monkeypatch.setattr(plots, "sweep_figure",
+                      lambda *a, **k: drawn.append(k["references"]) or real(*a, **k))
+  render.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
+  assert len(drawn) == 1 and drawn[0]["value"].tolist() == [pytest.approx(42.0)]

@@ -4,7 +4,9 @@ Paper-scale runs sit beside the printed numbers with the difference; synthetic-s
 their own section and never a difference, because a number from the synthetic world compared
 against a Wikipedia number means nothing. Only evaluations count (training records are there
 for their lineage). Every cell is the mean over runs (seeds) with the half-width of its 95%
-t-interval (`±`, blank for a single run) and n, the same statistics `check` uses.
+t-interval (`±`, blank for a single run) and n, the same statistics `check` uses. A sweep's
+reference lines (its spec's `references`, e.g. the warm start's recall) are computed the same
+way, per scale, and named in the sweep table's note as well as drawn on its plot.
 """
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ class BuiltTable:
   spec: Spec
   sections: tuple[Section, ...]
   sweep_points: pd.DataFrame | None = None  # for the staleness plot
+  sweep_references: pd.DataFrame | None = None  # its reference lines (REFERENCE_COLUMNS)
+
+
+REFERENCE_COLUMNS = ("scale", "name", "experiment", "metric", "value", "±", "n")
 
 
 def _value(mean):
@@ -162,7 +168,41 @@ def sweep_points(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
   return points
 
 
-def _sweep_sections(spec: SweepSpec, points: pd.DataFrame) -> tuple[Section, ...]:
+def sweep_references(spec: SweepSpec, frame: pd.DataFrame) -> pd.DataFrame:
+  """Each reference's value per scale that has its records: the mean of its metric over its
+  experiment's runs (seeds) on the sweep's dataset and split, with ± and n as a cell's."""
+  rows = []
+  for ref in spec.references:
+    for scale in SCALES:
+      stat = _stat(select(frame, experiment=ref.experiment, scale=scale, dataset=spec.dataset,
+                          split=spec.split, metric=ref.metric))
+      if stat.n:
+        rows.append({"scale": scale, "name": ref.name, "experiment": ref.experiment,
+                     "metric": ref.metric, "value": _value(stat.mean),
+                     "±": _value(None if math.isnan(stat.half_width) else stat.half_width),
+                     "n": stat.n})
+  return pd.DataFrame(rows, columns=list(REFERENCE_COLUMNS))
+
+
+def reference_note(spec: SweepSpec, references: pd.DataFrame, scale: str) -> str:
+  """The sentence naming a scale's reference lines and their values ('' without any)."""
+  parts = []
+  for ref in spec.references:
+    found = references[(references["scale"] == scale) & (references["name"] == ref.name)]
+    source = f"({ref.metric} of experiment {ref.experiment!r})"
+    if found.empty:
+      parts.append(f"{ref.name}: no records at this scale {source}")
+    else:
+      row = found.iloc[0]
+      pm = "" if math.isnan(row["±"]) else f" ± {row['±']:.1f}"
+      parts.append(f"{ref.name} = {row['value']:.1f}{pm}, n = {int(row['n'])} {source}")
+  if not parts:
+    return ""
+  return f"Reference line{'s' if len(parts) > 1 else ''} on the plot: {'; '.join(parts)}."
+
+
+def _sweep_sections(spec: SweepSpec, points: pd.DataFrame,
+                    references: pd.DataFrame) -> tuple[Section, ...]:
   kinds = _sweep_kinds(spec)
   columns = [c for c in points.columns if c != "scale"]
   what = (f"Runs of experiment {spec.experiment!r} on {spec.dataset} {spec.split}, one row "
@@ -176,7 +216,8 @@ def _sweep_sections(spec: SweepSpec, points: pd.DataFrame) -> tuple[Section, ...
     part = points[points["scale"] == scale]
     if len(part):
       label = "synthetic scale (ours only)" if scale == "synthetic" else "paper scale"
-      sections.append(Section(key=f"sweep {scale}", title=f"Sweep at {label}", note=what,
+      note = " ".join(t for t in (what, reference_note(spec, references, scale)) if t)
+      sections.append(Section(key=f"sweep {scale}", title=f"Sweep at {label}", note=note,
                               frame=part[columns].reset_index(drop=True), kinds=kinds))
   return tuple(sections)
 
@@ -192,8 +233,9 @@ def build_tables(*, frame: pd.DataFrame, specs: Sequence[Spec],
       built.append(BuiltTable(spec=spec, sections=tuple(sections)))
     else:
       points = sweep_points(spec, frame)
-      built.append(BuiltTable(spec=spec, sections=_sweep_sections(spec, points),
-                              sweep_points=points))
+      references = sweep_references(spec, frame)
+      built.append(BuiltTable(spec=spec, sections=_sweep_sections(spec, points, references),
+                              sweep_points=points, sweep_references=references))
   return built
 
 

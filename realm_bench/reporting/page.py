@@ -4,8 +4,9 @@ In the style of pyserini's two-click reproductions: one self-contained page (inl
 script, nothing fetched), the paper's tables with their row grouping, each of our cells as mean
 ± its 95% interval and n beside the paper's number, the check's verdict on every row, and
 under every row a collapsed block with what its run records say about how they were made (the
-commit, and the full gin config of each stage, oldest first): expand, copy. The records hold
-no command line, so the block names each stage's command rather than inventing its flags.
+commit, the `realm-bench` command of each stage oldest first, and its full gin config):
+expand, copy. A record written before records kept their command (schema version 3) has
+none; its stage is named by its kind, not given invented flags.
 Every number is read from the built tables and the verdicts, which are read from run records;
 every piece of text is escaped. Cells carry `data-*` attributes (spec, section, experiment,
 column, field, and a sweep's point) so a program, or a test, can read the page back.
@@ -16,14 +17,16 @@ import base64
 import dataclasses
 import html
 import math
+import shlex
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
 
 from realm_bench.reporting import collect
-from realm_bench.reporting.build import BuiltTable
+from realm_bench.reporting.build import BuiltTable, reference_note
 from realm_bench.reporting.check import fmt_interval, fmt_mean
+from realm_bench.reporting.records import shell_quote
 from realm_bench.reporting.specs import SweepSpec, TableSpec, TrendClaim
 
 PAGE_NAME = "leaderboard.html"
@@ -90,6 +93,21 @@ class PageInputs:
 # --- the records behind a row, and how they were made -----------------------------------------
 
 
+def _wrapped(command: str) -> str:
+  """One flag a line (backslash continuations), so a long stage command reads down the page
+  and still pastes into a shell as it is; kept as recorded if it does not split."""
+  try:
+    words = shlex.split(command)
+  except ValueError:
+    return command
+  lines: list[list[str]] = []
+  for word in words:
+    if not lines or word.startswith("--"):
+      lines.append([])
+    lines[-1].append(shell_quote(word))
+  return " \\\n    ".join(" ".join(line) for line in lines)
+
+
 class _Provenance:
   """Reads each record once and finds its lineage, for the rows' reproduce blocks."""
 
@@ -115,14 +133,16 @@ class _Provenance:
     summary = (f"Reproduce: {len(items)} run record(s) in {len(seeds)} seed folder(s); "
                f"commit {', '.join(c[:12] for c in commits)}")
     parts = [f"<details><summary>{_e(summary)}</summary>",
-             "<p>A run record holds its run's full gin config and commit, not the command "
-             "line that started it. Below, per record: the commit to check out, the stages "
-             "behind it oldest first (the <code>realm-bench</code> command each ran as, and "
-             "its run folder), and each stage's recorded config. A recorded config lists "
-             "every macro of the files it was parsed from, so passing it back with "
-             "<code>--gin_file</code> can be refused by the check that rejects macros a run "
-             "does not read; <code>realm-bench quickstart</code> and <code>sweep</code> rerun "
-             "whole lineages.</p>"]
+             "<p>A run record holds its run's command, full gin config and commit. Below, "
+             "per record: the commit to check out, then the stages behind it oldest first, "
+             "each with its run folder and the <code>realm-bench</code> command that "
+             "reproduces it (the command line it was started with, or for a stage of "
+             "<code>quickstart</code>, <code>sweep</code> or <code>reproduce</code> the "
+             "equivalent <code>train</code>, <code>evaluate</code> or <code>recall</code> "
+             "call), to run from the folder the run was started in; then each stage's "
+             "recorded config. Records older than commands name only their stage's kind; "
+             "<code>realm-bench quickstart</code> and <code>sweep</code> rerun whole "
+             "lineages.</p>"]
     for item in sorted(items, key=lambda x: (x.replicate, x.record.run_id)):
       parts.append(self._record_block(item))
     parts.append("</details>")
@@ -136,10 +156,14 @@ class _Provenance:
     if commit.endswith("-dirty"):
       lines.append(f"# recorded commit {commit}: the checkout had uncommitted changes")
     lines.append(f"git checkout {commit.removesuffix('-dirty')}")
-    lines.append("# stages, oldest first: the command each ran as, and its run folder")
+    lines.append("# stages, oldest first: each one's run folder, then its command")
     for stage in stages:
-      lines.append(f"#   realm-bench {stage.record.kind:<9}"
-                   f"{self.where(stage)}")
+      if stage.record.command is None:
+        lines.append(f"#   realm-bench {stage.record.kind:<9}{self.where(stage)}"
+                     "  (recorded before commands were kept)")
+      else:
+        lines += [f"# {self.where(stage)} ({stage.record.kind})",
+                  _wrapped(stage.record.command)]
     metrics = ", ".join(f"{k} = {v:.1f}" for k, v in sorted(record.metrics.items()))
     out = [f"<h4>{_e(self.where(item))} <small>({_e(record.kind)}, {_e(record.dataset)} "
            f"{_e(record.split)}: {_e(metrics)})</small></h4>",
@@ -288,6 +312,11 @@ def _sweep_spec(spec: SweepSpec, built: BuiltTable, inputs: PageInputs,
     if block:
       parts.append(f'<tr class="repro"><td colspan="{width + 1}">{block}</td></tr>')
   parts.append("</tbody></table>")
+  if built.sweep_references is not None and points is not None:
+    for scale in dict.fromkeys(points["scale"]):
+      note = reference_note(spec, built.sweep_references, scale)
+      if note:
+        parts.append(f'<p class="refs" data-scale="{_e(scale)}">{_e(scale)}: {_e(note)}</p>')
   trends = [c for c in spec.claims if isinstance(c, TrendClaim)]
   if trends:
     parts.append(f"<p>Trend over the sweep: "

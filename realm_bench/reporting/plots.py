@@ -27,10 +27,28 @@ def axis_label(column: str) -> str:
   return AXIS_LABELS.get(name, name.replace("_", " "))
 
 
-def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
+def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str,
+               references: pd.DataFrame | None = None) -> Path:
+  """Draws sweep_figure and writes it as a PNG."""
+  figure = sweep_figure(points, spec=spec, caption=caption, references=references)
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format="png", dpi=120, metadata={"Description": caption})
+  path = Path(path)
+  atomic_write_bytes(path, buffer.getvalue())
+  return path
+
+
+def sweep_figure(points: pd.DataFrame, *, spec, caption: str,
+                 references: pd.DataFrame | None = None) -> Figure:
   """Metric columns of a sweep against the swept parameter (left) and against the measured
   staleness (right): the right panel shows whether the knob moved what it claims to. Error
-  bars are the 95% t-intervals over seeds (none for a single seed)."""
+  bars are the 95% t-intervals over seeds (none for a single seed).
+
+  `references` (build.sweep_references) are dashed horizontal lines, labelled with their
+  value: a sweep point means little without where its runs started (the warm start's
+  recall, which every pre-training should stay above). Every panel's y axis shows all the
+  metric columns, and a reference's metric is one of them (the spec checks), so each line is
+  drawn on every panel."""
   metric_columns = [c.name for c in spec.sweep_columns if c.metric is not None]
   stat_columns = [c.name for c in spec.sweep_columns if c.stat is not None]
   figure = Figure(figsize=(10, 4.4), layout="constrained")
@@ -57,6 +75,11 @@ def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
       ax.xaxis.set_major_formatter(ticker.ScalarFormatter())
     if x_column == spec.param and len(values):
       ax.set_xticks(sorted(set(values)))
+    for i, ref in enumerate([] if references is None else references.to_dict("records")):
+      pm = "" if pd.isna(ref["±"]) else f" ± {ref['±']:.1f}"
+      ax.axhline(ref["value"], linestyle="--", linewidth=1.2, color=f"C{7 + i % 3}",
+                 label=f"{ref['name']} ({ref['scale']}): {ref['metric']} "
+                       f"{ref['value']:.1f}{pm}")
     ax.set_xlabel(x_label)
     ax.set_ylabel(", ".join(metric_columns) + " (%)")
     ax.grid(True, alpha=0.3)
@@ -64,8 +87,4 @@ def plot_sweep(points: pd.DataFrame, *, path, spec, caption: str) -> Path:
       ax.legend(fontsize="small")
   figure.suptitle(spec.title)
   figure.supxlabel(caption, fontsize="x-small")  # a footer that constrained layout keeps clear
-  buffer = io.BytesIO()
-  figure.savefig(buffer, format="png", dpi=120, metadata={"Description": caption})
-  path = Path(path)
-  atomic_write_bytes(path, buffer.getvalue())
-  return path
+  return figure

@@ -8,24 +8,37 @@ anyone reconstructing it. Tables, plots and verdicts are computed from these rec
 never from model code, so the schema is strict: a record that is truncated, mistyped or carries a non-finite number is
 refused with the file and the field named, rather than quietly dropped from a table (a dropped
 seed shifts a mean without anyone noticing).
+
+A record's `command` is the `realm-bench` invocation that reproduces its run: the argv as
+given when the run was started from the command line, or, for a stage a driver (quickstart,
+sweep, reproduce) ran in-process, the equivalent `realm-bench train|evaluate|recall` call of
+its gin files and bindings. The entry functions are called both ways and are gin-configured,
+so the command reaches the record through a context variable (`recording_command`) rather
+than as an argument, which gin would expose as a parameter. Records from before version 3
+have none.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import datetime
 import json
 import math
 import os
 import platform
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+PROGRAM = "realm-bench"
 RECORD_NAME = "record.json"
 KINDS = ("train", "evaluate", "recall")
 
@@ -33,6 +46,51 @@ DATASETS = ("nq", "wq", "ct")
 SPLITS = ("train", "dev", "test")
 SCALES = ("paper", "synthetic")
 RECALL_MATCHERS = ("string", "regex", "dpr")
+
+_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("command", default=None)
+# Characters that keep their meaning inside double quotes (or start history expansion there).
+_DOUBLE_QUOTE_UNSAFE = frozenset('"\\$`!')
+
+
+_FLAG_WITH_VALUE = re.compile(r"(--[\w./-]+=)(.*)\Z", re.S)
+
+
+def _quote(text: str) -> str:
+  quoted = shlex.quote(text)
+  if quoted != text and "'" in text and not _DOUBLE_QUOTE_UNSAFE & set(text):
+    return f'"{text}"'
+  return quoted
+
+
+def shell_quote(arg: str) -> str:
+  """shlex.quote for a POSIX shell, made readable for gin: in `--flag=VALUE` only the value is
+  quoted, and a value whose only awkward characters are single quotes (gin's strings) is
+  double-quoted, so `--gin.RUN_DIR="'runs/x'"` reads as a t5x user would type it instead of
+  shlex's `'--gin.RUN_DIR='"'"'runs/x'"'"''`. Quoting a word of the result's shlex.split gives
+  the word back, which is how the page re-wraps a command without changing it."""
+  m = _FLAG_WITH_VALUE.match(arg)
+  return m.group(1) + _quote(m.group(2)) if m else _quote(arg)
+
+
+def command_line(args: Sequence[str]) -> str:
+  """`realm-bench ARGS...`, each argument quoted for a POSIX shell."""
+  return " ".join([PROGRAM, *map(shell_quote, args)])
+
+
+@contextlib.contextmanager
+def recording_command(args: Sequence[str]) -> Iterator[str]:
+  """Records written inside carry `realm-bench ARGS...` as their command (innermost wins, so
+  a driver's stage records its own command rather than the driver's)."""
+  text = command_line(args)
+  token = _COMMAND.set(text)
+  try:
+    yield text
+  finally:
+    _COMMAND.reset(token)
+
+
+def current_command() -> str | None:
+  return _COMMAND.get()
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -67,6 +125,9 @@ class RunRecord:
   # in the order of the split's file: what paired comparisons and bootstraps over questions
   # need. None when not recorded.
   outcomes: str | None = None
+  # The `realm-bench` command that reproduces this run (see the module docstring); None when
+  # it was not started through the command line or a driver's stage, or predates version 3.
+  command: str | None = dataclasses.field(default_factory=current_command)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunRecord)}
@@ -178,6 +239,9 @@ def _validate(obj: dict, path) -> None:
       bad("outcomes", "expected a string of 0s and 1s or null")
     if len(outcomes) != obj["num_examples"]:
       bad("outcomes", f"has {len(outcomes)} outcomes for {obj['num_examples']} examples")
+  command = obj["command"]
+  if command is not None and not (isinstance(command, str) and command.strip()):
+    bad("command", f"expected a command line or null, got {command!r}")
   matcher = obj["recall_matcher"]
   if matcher is not None and matcher not in RECALL_MATCHERS:
     bad("recall_matcher", f"expected one of {', '.join(RECALL_MATCHERS)} or null, got "
@@ -216,6 +280,8 @@ def read_record(path) -> RunRecord:
     raise InputError("expected a JSON object", path=path)
   if obj.get("schema_version") == 1:
     obj = _upgrade_v1(obj)
+  if obj.get("schema_version") == 2:
+    obj = _upgrade_v2(obj)
   _validate(obj, path)
   return RunRecord(**obj)
 
@@ -226,9 +292,14 @@ def _upgrade_v1(obj: dict) -> dict:
   obj = dict(obj)
   metrics = obj.get("metrics")
   recall = isinstance(metrics, dict) and any(str(k).startswith("recall@") for k in metrics)
-  obj.update(schema_version=SCHEMA_VERSION, kind="recall" if recall else "evaluate",
+  obj.update(schema_version=2, kind="recall" if recall else "evaluate",
              lineage=None, outcomes=None)
   return obj
+
+
+def _upgrade_v2(obj: dict) -> dict:
+  """Version 2 records kept no command line: they read as version 3 records without one."""
+  return {**obj, "schema_version": 3, "command": None}
 
 
 def git_commit(repo=None) -> str:

@@ -144,7 +144,7 @@ def render_tables(*, runs_dir, formats: Sequence[str] = ("md",), out_dir,
       from realm_bench.reporting import plots as plots_lib  # pylint: disable=g-import-not-at-top
       plots[table.spec.id] = plots_lib.plot_sweep(
           table.sweep_points, path=out_dir / f"{table.spec.id}.png", spec=table.spec,
-          caption=header)
+          caption=header, references=table.sweep_references)
       written.append(plots[table.spec.id])
     if echo:
       print(to_markdown(table, header))

@@ -100,6 +100,15 @@ class SweepColumn:
   stat: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepReference:
+  """A fixed point a sweep is read against (the warm start every point starts from, say): the
+  mean of `metric` over `experiment`'s runs on the sweep's dataset and split, per scale."""
+  name: str
+  experiment: str
+  metric: str
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Spec:
   """What every generated table has: its file, its place in the order, and its claims."""
@@ -130,6 +139,7 @@ class SweepSpec(Spec):
   dataset: str
   split: str
   sweep_columns: tuple[SweepColumn, ...]
+  references: tuple[SweepReference, ...] = ()
 
   reported_table = None   # claims of a sweep are not tied to a paper table
 
@@ -308,7 +318,29 @@ def _sweep_spec(doc, path, common) -> SweepSpec:
   return SweepSpec(**common, experiment=_field(doc, "experiment", str, path, ""),
               param=_field(doc, "param", str, path, ""),
               dataset=_choice(doc, "dataset", DATASETS, path, ""),
-              split=_choice(doc, "split", SPLITS, path, ""), sweep_columns=tuple(columns))
+              split=_choice(doc, "split", SPLITS, path, ""), sweep_columns=tuple(columns),
+              references=_references(doc, path, columns))
+
+
+def _references(doc, path, columns) -> tuple[SweepReference, ...]:
+  """A reference's metric must be one the sweep plots: its line is drawn on the y axis that
+  shows that metric, and a line with no axis to sit on would silently not appear."""
+  plotted = [c.metric for c in columns if c.metric is not None]
+  out, names = [], set()
+  for i, r in enumerate(_field(doc, "references", list, path, "", default=[])):
+    w = f"references[{i}]"
+    ref = SweepReference(name=_field(r, "name", str, path, w),
+                         experiment=_field(r, "experiment", str, path, w),
+                         metric=_field(r, "metric", str, path, w))
+    if ref.metric not in plotted:
+      raise InputError(f"metric {ref.metric!r} is not one of the sweep's metric columns "
+                       f"({', '.join(plotted) or 'none'}), so no plot shows it", path=path,
+                       field=f"{w}.metric")
+    if ref.name in names:
+      raise InputError(f"duplicate reference name {ref.name!r}", path=path, field=f"{w}.name")
+    names.add(ref.name)
+    out.append(ref)
+  return tuple(out)
 
 
 def load_specs(specs_dir=None, reported: Mapping | None = None) -> list[Spec]:
