@@ -23,7 +23,7 @@ import gin
 import jax
 
 from realm_bench import (checkpoints, distributed as distributed_lib, gin_utils, host_memory,
-                         models, optim, validate)
+                         optim, validate, warm_start as warm_start_lib)
 from realm_bench.iteration import StopAtStep
 from realm_bench.metrics_io import MetricsWriter
 from realm_bench.models_base import BaseModel
@@ -177,7 +177,7 @@ def train(*, model: BaseModel, pipeline: Pipeline, run_dir: str, num_steps: int,
       if start_step == 0 and loaded:
         started_params = jax.device_get(state.params)
         for run, params, subtrees in loaded:
-          started_params = models.warm_start(started_params, params, subtrees, where=str(run))
+          started_params = warm_start_lib.warm_start(started_params, params, subtrees, where=str(run))
         state = state.replace(params=jax.tree.map(
             lambda new, old: jax.device_put(new, old.sharding), started_params, state.params))
       if start_step > 0:

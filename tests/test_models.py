@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from realm_bench import models, objectives
+from realm_bench import models, objectives, warm_start as warm_start_lib
 from realm_bench.errors import InputError
 from realm_bench.networks.bert import BertConfig
 from realm_bench.networks.reader import span_validity
@@ -295,21 +295,21 @@ def test_warm_start_copies_named_subtrees_and_refuses_what_is_missing():
   params = {"retriever": {"embedder": {"bert": {"w": np.zeros(2)}, "p": np.zeros(1)}},
             "reader": {"w": np.zeros(2)}}
   bert = {"reader": {"w": np.ones(2)}, "mlm_head": {"b": np.ones(3)}}
-  out = models.warm_start(params, bert, {"retriever/embedder/bert": "reader", "reader": "reader"})
+  out = warm_start_lib.warm_start(params, bert, {"retriever/embedder/bert": "reader", "reader": "reader"})
   np.testing.assert_array_equal(out["retriever"]["embedder"]["bert"]["w"], [1, 1])
   np.testing.assert_array_equal(out["reader"]["w"], [1, 1])
   np.testing.assert_array_equal(out["retriever"]["embedder"]["p"], [0])   # untouched
   np.testing.assert_array_equal(params["reader"]["w"], [0, 0])            # not modified
   with pytest.raises(InputError, match="has no subtree 'span_head'"):
-    models.warm_start(params, bert, {"reader": "span_head"})
+    warm_start_lib.warm_start(params, bert, {"reader": "span_head"})
   with pytest.raises(InputError, match="this model has no subtree 'mlm_head'"):
-    models.warm_start(params, bert, {"mlm_head": "mlm_head"})
+    warm_start_lib.warm_start(params, bert, {"mlm_head": "mlm_head"})
   # Another model size: the first parameter that differs, with both shapes.
   with pytest.raises(InputError, match=r"parameter 'reader/w' is \(3,\) there but \(2,\) here"):
-    models.warm_start(params, {"reader": {"w": np.ones(3)}}, {"reader": "reader"})
+    warm_start_lib.warm_start(params, {"reader": {"w": np.ones(3)}}, {"reader": "reader"})
   wider = {"reader": {"w": np.ones(2), "layer_1": {"k": np.ones((4, 4))}}}   # one more layer
   with pytest.raises(InputError, match="'reader/layer_1/k' is \\(4, 4\\) there but absent"):
-    models.warm_start(params, wider, {"reader": "reader"})
+    warm_start_lib.warm_start(params, wider, {"reader": "reader"})
 
 
 @pytest.mark.parametrize("learned", [False, True])
