@@ -7,6 +7,13 @@ root folder, so every task reads both the same way:
 ROOT/corpus/blocks.jsonl        {"id": int, "title": str, "body": str}          (preferred)
 ROOT/corpus/passages.tsv        DPR passages: header "id<TAB>text<TAB>title", then rows
 ROOT/pretrain/sentences.jsonl   {"text", "spans": [{"start", "end", "kind"}], "block_id"}
+```
+
+`blocks.jsonl` and `sentences.jsonl` may also be sharded, as `realm-bench blocks` writes them:
+`corpus/blocks-00000-of-00064.jsonl` ... read in shard order, and only as a complete set (a
+missing shard is an error, not a smaller corpus).
+
+```
 ROOT/open_qa/{nq,wq,trec}/{train,dev,test}.jsonl    {"question": str, "answer": [str, ...]}
 ROOT/open_qa/{nq,wq,trec}/{train,dev,test}.tsv      DPR style: question<TAB>["answer", ...]
 ```
@@ -297,24 +304,54 @@ def iter_passages_tsv(path: Path) -> Iterator[Block]:
     yield Block(_check_id(row[0], path, lineno), row[2], row[1])
 
 
-def corpus_file(root: Path, *, kind: str = "world") -> Path:
+def shard_files(root: Path, relpath: str) -> list[Path]:
+  """The complete set of shards `NAME-SSSSS-of-NNNNN.jsonl` of `relpath` (NAME.jsonl), in
+  shard order; [] when there are none."""
+  folder, stem = (root / relpath).parent, Path(relpath).stem
+  found = sorted(folder.glob(f"{stem}-[0-9]*-of-[0-9]*.jsonl")) if folder.is_dir() else []
+  if not found:
+    return []
+  pattern = re.compile(rf"{re.escape(stem)}-(\d{{5}})-of-(\d{{5}})\.jsonl")
+  matches = [pattern.fullmatch(p.name) for p in found]
+  bad = next((p for p, m in zip(found, matches) if m is None), None)
+  if bad is not None:
+    raise InputError(f"a shard name must read {stem}-SSSSS-of-NNNNN.jsonl", path=bad)
+  totals = {int(m.group(2)) for m in matches}
+  if len(totals) != 1:
+    raise InputError(f"shards of different sets ({', '.join(map(str, sorted(totals)))} "
+                     "shards) side by side", path=folder)
+  total = totals.pop()
+  present = {int(m.group(1)) for m in matches}
+  missing = sorted(set(range(total)) - present)
+  if missing or len(present) != total:
+    first = f"{stem}-{missing[0]:05d}-of-{total:05d}.jsonl" if missing else "?"
+    raise InputError(f"{len(missing)} of {total} shards missing (the first: {first}); an "
+                     "unfinished `realm-bench blocks` run?", path=folder)
+  return [folder / f"{stem}-{i:05d}-of-{total:05d}.jsonl" for i in range(total)]
+
+
+def corpus_files(root: Path, *, kind: str = "world") -> list[Path]:
   for relpath in (BLOCKS_JSONL, PASSAGES_TSV):
     if (root / relpath).is_file():
-      return root / relpath
-  raise _missing(root, BLOCKS_JSONL, kind, also=f" (nor {PASSAGES_TSV})")
+      return [root / relpath]
+  shards = shard_files(root, BLOCKS_JSONL)
+  if shards:
+    return shards
+  raise _missing(root, BLOCKS_JSONL, kind, also=f" (nor {PASSAGES_TSV}, nor shards)")
 
 
 def iter_blocks(root: Path, *, kind: str = "world") -> Iterator[Block]:
-  path = corpus_file(root, kind=kind)
-  if path.suffix == ".tsv":
-    yield from iter_passages_tsv(path)
-    return
-  for lineno, obj in read_jsonl(path, required=("id", "title", "body")):
-    if isinstance(obj["id"], str):
-      raise InputError("expected an integer, got a string", path=path, line=lineno, field="id")
-    yield Block(_check_id(obj["id"], path, lineno),
-                _check_text(obj["title"], path, lineno, "title"),
-                _check_text(obj["body"], path, lineno, "body"))
+  for path in corpus_files(root, kind=kind):
+    if path.suffix == ".tsv":
+      yield from iter_passages_tsv(path)
+      continue
+    for lineno, obj in read_jsonl(path, required=("id", "title", "body")):
+      if isinstance(obj["id"], str):
+        raise InputError("expected an integer, got a string", path=path, line=lineno,
+                         field="id")
+      yield Block(_check_id(obj["id"], path, lineno),
+                  _check_text(obj["title"], path, lineno, "title"),
+                  _check_text(obj["body"], path, lineno, "body"))
 
 
 # Pre-training sentences.
@@ -355,15 +392,22 @@ def _check_spans(spans, text: str, path, lineno) -> tuple[tuple[int, ...], tuple
   return tuple(starts), tuple(ends)
 
 
+def sentence_files(root: Path, *, kind: str = "world") -> list[Path]:
+  if (root / SENTENCES_JSONL).is_file():
+    return [root / SENTENCES_JSONL]
+  shards = shard_files(root, SENTENCES_JSONL)
+  if shards:
+    return shards
+  raise _missing(root, SENTENCES_JSONL, kind)
+
+
 def iter_sentences(root: Path, *, kind: str = "world") -> Iterator[Sentence]:
-  path = root / SENTENCES_JSONL
-  if not path.is_file():
-    raise _missing(root, SENTENCES_JSONL, kind)
-  for lineno, obj in read_jsonl(path, required=("text", "spans")):
-    text = _check_text(obj["text"], path, lineno, "text")
-    starts, ends = _check_spans(obj["spans"], text, path, lineno)
-    block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
-    yield Sentence(text, starts, ends, block_id)
+  for path in sentence_files(root, kind=kind):
+    for lineno, obj in read_jsonl(path, required=("text", "spans")):
+      text = _check_text(obj["text"], path, lineno, "text")
+      starts, ends = _check_spans(obj["spans"], text, path, lineno)
+      block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
+      yield Sentence(text, starts, ends, block_id)
 
 
 # tf.data datasets.
@@ -382,7 +426,7 @@ def open_qa_dataset(root: Path, folder: str, split: str, *, kind: str) -> tf.dat
 
 def corpus_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
   """{"id": int32, "title": string, "body": string} per block, in file order (streamed)."""
-  corpus_file(root, kind=kind)  # fail now, not on first read, when the file is missing
+  corpus_files(root, kind=kind)  # fail now, not on first read, when a file is missing
 
   def generate():
     for block in iter_blocks(root, kind=kind):
@@ -397,8 +441,7 @@ def corpus_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
 
 def sentences_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
   """{"text", "span_starts" int32 [s], "span_ends" int32 [s], "block_id" int32} (streamed)."""
-  if not (root / SENTENCES_JSONL).is_file():
-    raise _missing(root, SENTENCES_JSONL, kind)
+  sentence_files(root, kind=kind)  # fail now, not on first read, when a file is missing
 
   def generate():
     for s in iter_sentences(root, kind=kind):
