@@ -1,0 +1,95 @@
+"""Sentences -> blocks of at most BLOCK_LEN wordpieces, by ORQA's rule.
+
+ORQA (`wiki_preprocessor.py`) splits a page into sentences with NLTK's Punkt and fills a block
+greedily: a sentence joins the current block while `[CLS] title [SEP] block sentence [SEP]`
+stays within the budget, else it starts the next block; a block's text is its sentences joined
+by single spaces. Two differences, both so that every block fits the budget (the tasks would
+otherwise cut the end of an over-long block off without a word):
+
+- a sentence longer than the budget on its own is cut into pieces at word starts (ORQA put it
+  in a block of its own, over the budget, and its featuriser truncated it);
+- paragraphs are split separately, so a sentence never runs across a paragraph break.
+
+The splitter: ORQA downloads Punkt's `english.pickle` at run time. Nothing may be downloaded
+here, so the default runs the same Punkt algorithm with an abbreviation list shipped below
+(titles, months, initials, "U.S.", "e.g."); it splits after an unlisted abbreviation that the
+trained model knows. `--punkt DIR` loads NLTK's trained English parameters (the `punkt_tab/
+english` folder of NLTK's data) for ORQA's exact sentence boundaries.
+"""
+from __future__ import annotations
+
+import dataclasses
+import string
+from typing import Callable, Sequence
+
+from realm_bench.errors import InputError
+
+ABBREVIATIONS = frozenset({
+    "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "sen", "rep", "gov", "gen", "col",
+    "lt", "maj", "sgt", "capt", "cmdr", "adm", "rev", "hon", "fr", "mt", "ft", "ave", "blvd",
+    "inc", "ltd", "co", "corp", "bros", "assn", "dept", "univ", "no", "nos", "vol", "vols",
+    "pp", "p", "ed", "eds", "fig", "figs", "approx", "est", "ca", "cf", "vs", "etc", "al",
+    "e.g", "i.e", "u.s", "u.k", "u.n", "u.s.a", "d.c", "a.m", "p.m", "ph.d", "b.a", "m.a",
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    *string.ascii_lowercase})
+
+
+def make_splitter(punkt_dir: str | None = None) -> Callable[[str], list[str]]:
+  """A paragraph -> sentences function (Punkt, shipped abbreviations or NLTK's English)."""
+  from nltk.tokenize import punkt  # pylint: disable=g-import-not-at-top
+  if punkt_dir is None:
+    params = punkt.PunktParameters()
+    params.abbrev_types = set(ABBREVIATIONS)
+  else:
+    try:
+      params = punkt.load_punkt_params(punkt_dir)
+    except (OSError, ValueError) as e:
+      raise InputError(f"not NLTK Punkt parameters (a punkt_tab/<language> folder): {e}",
+                       path=punkt_dir) from None
+  tokenizer = punkt.PunktSentenceTokenizer(params)
+  return tokenizer.tokenize
+
+
+def splitter_name(punkt_dir: str | None) -> str:
+  return f"punkt:{punkt_dir}" if punkt_dir else "punkt:shipped-abbreviations"
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+  """A sentence (or a cut of an over-long one) and its wordpiece count."""
+  text: str
+  length: int
+
+
+def cut_long(text: str, ids: Sequence[int], starts: Sequence[int],
+             continuation: Callable[[int], bool], budget: int) -> list[Piece]:
+  """`text` (its wordpieces `ids` with character `starts`) in pieces of at most `budget`
+  wordpieces, cut where a word starts (a piece that is not a `##` continuation), or mid-word
+  only when one word alone is over the budget."""
+  pieces, first = [], 0
+  while len(ids) - first > budget:
+    cut = first + budget
+    while cut > first + 1 and continuation(ids[cut]):
+      cut -= 1
+    if cut == first + 1 and continuation(ids[cut]):
+      cut = first + budget
+    pieces.append(Piece(text[starts[first]:starts[cut]].strip(), cut - first))
+    first = cut
+  pieces.append(Piece(text[starts[first]:].strip(), len(ids) - first))
+  return pieces
+
+
+def pack(title_length: int, pieces: Sequence[Piece], max_length: int) -> list[list[Piece]]:
+  """ORQA's greedy fill: [CLS] title [SEP] current next [SEP] must stay within max_length."""
+  blocks, current, count = [], [], 0
+  for piece in pieces:
+    if 3 + title_length + count + piece.length <= max_length:
+      current.append(piece)
+      count += piece.length
+    else:
+      if current:
+        blocks.append(current)
+      current, count = [piece], piece.length
+  if current:
+    blocks.append(current)
+  return blocks
