@@ -24,7 +24,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
+import re
 import tempfile
 import zlib
 from typing import Any, Iterable, Iterator, Sequence, Tuple
@@ -338,3 +340,42 @@ def _open_remote(path: str):
   import io  # pylint: disable=g-import-not-at-top
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=g-import-not-at-top
   return io.TextIOWrapper(FileSystems.open(path), encoding="utf-8")
+
+
+_WHILE_RUNNING = re.compile(r"( \[while running '[^\]]*'\])+$")
+_EXTRA = ("`realm-bench blocks` needs the `beam` extra (Apache Beam, mwparserfromhell, NLTK): "
+          "pip install -c constraints.txt 'realm-bench[beam]'")
+
+
+def run_blocks(**kwargs) -> dict:
+  """`build_blocks` for the command line: a missing extra, and bad input met by a worker
+  (which Beam re-raises wrapped in its own error), become an InputError naming the file."""
+  root = logging.getLogger()
+  level = root.level
+  root.setLevel(logging.ERROR)   # Beam warns at import about Google Cloud clients it lacks
+  try:
+    for module in ("apache_beam", "mwparserfromhell", "nltk"):
+      try:
+        __import__(module)
+      except ImportError:
+        raise InputError(f"{_EXTRA} ({module} is not installed)") from None
+  finally:
+    root.setLevel(level)
+  # A worker's exception is logged with its traceback before it is re-raised here, where the
+  # command reports it; the error itself still propagates.
+  logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
+  try:
+    return build_blocks(**kwargs)
+  except Exception as e:  # pylint: disable=broad-except
+    cause = e
+    while cause is not None:
+      if isinstance(cause, InputError):
+        # Beam re-raises a worker's error as the same type with " [while running 'STEP']"
+        # appended to its message: the step names our code, not the user's input.
+        raise InputError(_WHILE_RUNNING.sub("", cause.reason), path=cause.path,
+                         line=cause.line, field=cause.field) from None
+      cause = cause.__cause__ or cause.__context__
+    found = re.search(r"InputError: ([^\n]*?)(?: \[while running|$)", str(e), re.MULTILINE)
+    if found:
+      raise InputError(found.group(1)) from None
+    raise

@@ -64,15 +64,22 @@ class Piece:
 def cut_long(text: str, ids: Sequence[int], starts: Sequence[int],
              continuation: Callable[[int], bool], budget: int) -> list[Piece]:
   """`text` (its wordpieces `ids` with character `starts`) in pieces of at most `budget`
-  wordpieces, cut where a word starts (a piece that is not a `##` continuation), or mid-word
-  only when one word alone is over the budget."""
+  wordpieces, cut before a word that follows a space; failing that before any piece that is
+  not a `##` continuation (punctuation), and mid-word only when one word is over the budget."""
+
+  def cut_point(first: int) -> int:
+    last = first + budget
+    rules = (lambda i: text[starts[i] - 1:starts[i]].isspace() and not continuation(ids[i]),
+             lambda i: not continuation(ids[i]))
+    for allowed in rules:
+      for cut in range(last, first, -1):
+        if allowed(cut):
+          return cut
+    return last
+
   pieces, first = [], 0
   while len(ids) - first > budget:
-    cut = first + budget
-    while cut > first + 1 and continuation(ids[cut]):
-      cut -= 1
-    if cut == first + 1 and continuation(ids[cut]):
-      cut = first + budget
+    cut = cut_point(first)
     pieces.append(Piece(text[starts[first]:starts[cut]].strip(), cut - first))
     first = cut
   pieces.append(Piece(text[starts[first]:].strip(), len(ids) - first))

@@ -24,7 +24,7 @@ A CoNLL-trained tagger (REALM's, or any spaCy / Flair / Hugging Face NER model) 
 from __future__ import annotations
 
 import re
-from typing import Protocol, Sequence
+from typing import Protocol
 
 _MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November|"
           r"December|Jan\.|Feb\.|Mar\.|Apr\.|Jun\.|Jul\.|Aug\.|Sep\.|Sept\.|Oct\.|Nov\.|Dec\.)")
@@ -114,7 +114,3 @@ def salient_spans(sentence: str, tagger: EntityTagger) -> list[dict]:
 
 
 TAGGERS: dict[str, type] = {CapitalizedRunTagger.name: CapitalizedRunTagger}
-
-
-def overlapping(spans: Sequence[dict]) -> bool:
-  return any(a["end"] > b["start"] for a, b in zip(spans, spans[1:]))
