@@ -155,6 +155,11 @@ def _convert_args(p):
   p.add_argument("--bert_config", "--bert-config", dest="bert_config",
                  help="bert_config.json of a TF checkpoint (default: the one beside it)")
 
+def _blocks_args(p):
+  from realm_bench.preprocess import command  # pylint: disable=g-import-not-at-top
+  command.add_arguments(p)
+
+
 def _reproduce_args(p):
   p.add_argument("--out", default="results/runs/reproduce",
                  help="folder for the world, vocabulary, seed_N/runs, tables and check output")
@@ -353,6 +358,12 @@ def convert(args, bindings) -> int:
   return 0
 
 
+def blocks(args, bindings) -> int:
+  from realm_bench.preprocess import command  # pylint: disable=g-import-not-at-top
+  _no_bindings("blocks", bindings)
+  return command.run(args)
+
+
 def data(args, bindings) -> int:
   from realm_bench import data_splits  # pylint: disable=g-import-not-at-top
   _no_bindings("data", bindings)
@@ -415,6 +426,8 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
                 "TF), for --gin.WARM_START and --gin.BERT_RUN", _convert_args, convert),
     "data": ("prepare real Open-QA data: `data resplit` makes ORQA's dev split", _data_args,
              data),
+    "blocks": ("cut a Wikipedia dump into corpus blocks and salient-span pre-training "
+               "sentences (Apache Beam; the `beam` extra)", _blocks_args, blocks),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
     "check": ("check run records against the reported numbers, and the specs' claims over "
               "seeds and questions (PASS / FAIL / INCONCLUSIVE)",
