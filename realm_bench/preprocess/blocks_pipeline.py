@@ -115,10 +115,17 @@ class PageBlocker:
     self._continuation = [t.startswith(vocab_lib.SUFFIX) for t in settings.vocab_tokens]
     self._split = packing.make_splitter(settings.punkt_dir)
     self._tagger = salient_spans.TAGGERS[settings.tagger]()
+    self._count = None
 
   def _lengths(self, texts: list[str]) -> list[int]:
+    """Wordpieces of each text, by the tasks' own tokenizer, in one traced call: run eagerly,
+    its ~30 TensorFlow ops cost more in Python dispatch than the tokenizing itself."""
     from realm_bench.tf_runtime import tf  # pylint: disable=g-import-not-at-top
-    return self.vocab.encode_tf(tf.constant(texts, dtype=tf.string)).row_lengths().numpy().tolist()
+    if self._count is None:
+      self._count = tf.function(lambda t: self.vocab.encode_tf(t).row_lengths(),
+                                input_signature=[tf.TensorSpec([None], tf.string)],
+                                autograph=False)
+    return self._count(tf.constant(texts, dtype=tf.string)).numpy().tolist()
 
   def blocks(self, page: wiki_dump.Page) -> tuple[str | None, list[dict]]:
     """(why the page gave no block or None, [{"title", "body", "length", "sentences"}])."""
