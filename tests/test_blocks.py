@@ -85,6 +85,21 @@ def test_a_long_sentence_is_cut_at_word_starts():
       == [1, 1]
 
 
+def test_punkt_parameters_can_replace_the_shipped_abbreviations(tmp_path):
+  pytest.importorskip("nltk", reason="the `beam` extra is not installed")
+  sentence = "Dr. Guillotin spoke. He left."
+  assert packing.make_splitter()(sentence) == ["Dr. Guillotin spoke.", "He left."]
+  # An NLTK data folder's punkt_tab model that knows no abbreviation: "Dr." ends a sentence.
+  model = tmp_path / "nltk_data" / "tokenizers" / "punkt_tab" / "english"
+  model.mkdir(parents=True)
+  for name in ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab"):
+    (model / name).write_text("")
+  assert packing.make_splitter(str(tmp_path / "nltk_data"))(sentence) == [
+      "Dr.", "Guillotin spoke.", "He left."]
+  with pytest.raises(InputError, match="field '--punkt': no NLTK Punkt model here"):
+    packing.make_splitter(str(tmp_path / "elsewhere"))
+
+
 def test_xml_reader_keeps_line_numbers_and_names_a_bad_page(tmp_path):
   pages = list(wiki_dump.iter_xml_pages(io.BytesIO(factory.dump_text().encode()), path="d.xml"))
   assert [p.title for p in pages] == [t for t, *_ in factory.PAGES]
@@ -264,6 +279,10 @@ def test_bad_input_names_file_and_line_and_writes_no_manifest(built, tmp_path, c
   assert code == 2 and f"{dump}:" in err and "Traceback" not in err, err
   assert int(err.split(f"{dump}:")[1].split(":")[0]) >= line - 3
   assert not (tmp_path / "out" / "corpus" / "manifest.json").exists()
+  lines = tmp_path / "wiki_01"
+  lines.write_text(json.dumps(factory.EXTRACTED[0]) + "\n" + json.dumps({"title": "B"}) + "\n")
+  assert _run(["--input", lines, "--vocab", root / "vocab.txt", "--out", tmp_path / "out"]) == 2
+  assert f"{lines}:2: field 'text': missing" in capsys.readouterr().err
   assert _run(["--input", tmp_path / "nothing-*.xml", "--vocab", root / "vocab.txt", "--out",
                tmp_path / "out"]) == 2
   assert "matches no file" in capsys.readouterr().err

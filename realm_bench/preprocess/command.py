@@ -21,8 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                  help="wordpieces per block, counting [CLS] title [SEP] ... [SEP]")
   p.add_argument("--shards", type=int, default=64, help="files per output")
   p.add_argument("--punkt", default=None,
-                 help="NLTK's trained Punkt parameters (a punkt_tab/english folder) for ORQA's "
-                      "exact sentence boundaries (default: Punkt with shipped abbreviations)")
+                 help="an NLTK data folder holding Punkt's trained English model "
+                      "(python -m nltk.downloader -d DIR punkt_tab), for ORQA's sentence "
+                      "boundaries (default: Punkt with shipped abbreviations)")
   p.add_argument("--tagger", default="capitalized-runs",
                  help="named-entity tagger of the salient spans")
   p.add_argument("pipeline_args", nargs=argparse.REMAINDER,

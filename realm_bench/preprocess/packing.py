@@ -13,8 +13,8 @@ otherwise cut the end of an over-long block off without a word):
 The splitter: ORQA downloads Punkt's `english.pickle` at run time. Nothing may be downloaded
 here, so the default runs the same Punkt algorithm with an abbreviation list shipped below
 (titles, months, initials, "U.S.", "e.g."); it splits after an unlisted abbreviation that the
-trained model knows. `--punkt DIR` loads NLTK's trained English parameters (the `punkt_tab/
-english` folder of NLTK's data) for ORQA's exact sentence boundaries.
+trained model knows. `--punkt DIR` loads NLTK's trained English model from an NLTK data folder
+(`python -m nltk.downloader -d DIR punkt_tab`) for ORQA's sentence boundaries.
 """
 from __future__ import annotations
 
@@ -36,18 +36,22 @@ ABBREVIATIONS = frozenset({
 
 def make_splitter(punkt_dir: str | None = None) -> Callable[[str], list[str]]:
   """A paragraph -> sentences function (Punkt, shipped abbreviations or NLTK's English)."""
+  import nltk.data  # pylint: disable=g-import-not-at-top
   from nltk.tokenize import punkt  # pylint: disable=g-import-not-at-top
   if punkt_dir is None:
     params = punkt.PunktParameters()
     params.abbrev_types = set(ABBREVIATIONS)
-  else:
-    try:
-      params = punkt.load_punkt_params(punkt_dir)
-    except (OSError, ValueError) as e:
-      raise InputError(f"not NLTK Punkt parameters (a punkt_tab/<language> folder): {e}",
-                       path=punkt_dir) from None
-  tokenizer = punkt.PunktSentenceTokenizer(params)
-  return tokenizer.tokenize
+    return punkt.PunktSentenceTokenizer(params).tokenize
+  try:
+    model = nltk.data.find("tokenizers/punkt_tab/english/", paths=[punkt_dir])  # only there
+    # NLTK opens model files only inside its data folders, so this one joins them.
+    if punkt_dir not in nltk.data.path:
+      nltk.data.path.append(punkt_dir)
+    return punkt.PunktSentenceTokenizer(punkt.load_punkt_params(model)).tokenize
+  except (LookupError, OSError, ValueError):
+    raise InputError("no NLTK Punkt model here: expected tokenizers/punkt_tab/english/ inside "
+                     "(python -m nltk.downloader -d DIR punkt_tab)", path=punkt_dir,
+                     field="--punkt") from None
 
 
 def splitter_name(punkt_dir: str | None) -> str:
