@@ -291,7 +291,7 @@ def build_blocks(*, inputs: Sequence[str], out: str, vocab: str,
                  pipeline_args: Sequence[str] = ()) -> dict:
   """Runs the pipeline to the end and returns the manifest it wrote."""
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=g-import-not-at-top
+  from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
   validate.whole("blocks", "max_length", max_length, minimum=4, field="--max_length")
   validate.whole("blocks", "shards", shards, minimum=1, maximum=99999, field="--shards")
@@ -315,8 +315,9 @@ def build_blocks(*, inputs: Sequence[str], out: str, vocab: str,
       "apache_beam": beam.__version__,
   }
   options = PipelineOptions(list(pipeline_args))
-  if "--runner" not in " ".join(pipeline_args):
-    options.view_as(beam.options.pipeline_options.StandardOptions).runner = "DirectRunner"
+  standard = options.view_as(StandardOptions)
+  if standard.runner is None:
+    standard.runner = "DirectRunner"
   with beam.Pipeline(options=options) as p:
     read = (p | "files" >> beam.Create(list(enumerate(paths)))
             | "read" >> beam.FlatMap(read_pages).with_outputs("pages", main="pages_kept"))
@@ -338,15 +339,13 @@ def build_blocks(*, inputs: Sequence[str], out: str, vocab: str,
     (written | "all shards" >> beam.combiners.ToList()
      | "manifest" >> beam.Map(_write_manifest, beam.pvalue.AsDict(pages), out=out,
                               header=header))
-  with open(_join(out, MANIFEST), encoding="utf-8") if _is_local(out) else _open_remote(
-      _join(out, MANIFEST)) as f:
-    return json.load(f)
+  return _read_manifest(_join(out, MANIFEST))
 
 
-def _open_remote(path: str):
-  import io  # pylint: disable=g-import-not-at-top
+def _read_manifest(path: str) -> dict:
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=g-import-not-at-top
-  return io.TextIOWrapper(FileSystems.open(path), encoding="utf-8")
+  with FileSystems.open(path) as f:
+    return json.loads(f.read().decode("utf-8"))
 
 
 _WHILE_RUNNING = re.compile(r"( \[while running '[^\]]*'\])+$")
