@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from realm_bench import tf_runtime
+from realm_bench import data_command, tf_runtime
 from realm_bench.errors import InputError
 from realm_bench.gin_utils import (parse_gin, refuse_unread_macros, run_entry, split_gin_args,
                                    split_search_paths)
+from realm_bench.preprocess import command as blocks_command
 
 tf_runtime.quiet_logs()   # before anything imports TensorFlow
 
@@ -77,19 +78,6 @@ def _vocab_args(p):
   p.add_argument("--out", required=True, help="vocab.txt to write")
 
 
-def _data_args(p):
-  actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-  r = actions.add_parser("resplit", formatter_class=_HelpWithDefaults,
-                         help="ORQA's train / dev / test split of a benchmark's released files")
-  r.add_argument("--name", required=True, help="nq, wq or trec (or NaturalQuestions, ...)")
-  r.add_argument("--train", required=True,
-                 help="the released train file (JSON lines with a question, or DPR's TSV)")
-  r.add_argument("--test", required=True,
-                 help="the released test file (NQ-Open: its dev file), same formats")
-  r.add_argument("--out", required=True,
-                 help="folder for train/dev/test.jsonl: DATA_DIR/open_qa/{nq,wq,trec}")
-
-
 def _tasks_args(p):
   p.add_argument("name", nargs="?", help="task to show; lists all tasks when omitted")
   p.add_argument("--split", default="validation", help="split to show examples of")
@@ -98,7 +86,13 @@ def _tasks_args(p):
 
 
 def _score_args(p):
-  p.add_argument("--references", required=True, help='JSONL {"question", "answer": [...]}')
+  p.add_argument("--references", required=True,
+                 help='questions with gold answers: JSON lines {"question", "answer": [...]} '
+                      "(NQ-Open, EfficientQA, DrQA's .txt), DPR's .csv or biencoder .json")
+  p.add_argument("--answer_field", "--answer-field", dest="answer_field", default="answer",
+                 help="the JSON lines' answer field; EfficientQA's test file also has "
+                      "answer_and_def_correct_predictions (answers plus the ones its raters "
+                      "judged definitely correct)")
   p.add_argument("--predictions", required=True, help='JSONL {"question", "prediction"}')
   p.add_argument("--regex", action="store_true",
                  help="answers are regular expressions matched at the prediction's start "
@@ -154,11 +148,6 @@ def _convert_args(p):
                                  "or in its assets/)")
   p.add_argument("--bert_config", "--bert-config", dest="bert_config",
                  help="bert_config.json of a TF checkpoint (default: the one beside it)")
-
-def _blocks_args(p):
-  from realm_bench.preprocess import command  # pylint: disable=g-import-not-at-top
-  command.add_arguments(p)
-
 
 def _reproduce_args(p):
   p.add_argument("--out", default="results/runs/reproduce",
@@ -331,7 +320,8 @@ def score(args, bindings) -> int:
   from realm_bench import score as score_lib  # pylint: disable=g-import-not-at-top
   _no_bindings("score", bindings)
   summary = score_lib.score_files(references=args.references, predictions=args.predictions,
-                                  regex=args.regex, per_example=args.per_example)
+                                  regex=args.regex, per_example=args.per_example,
+                                  answer_field=args.answer_field)
   print(score_lib.format_summary(summary))
   return 0
 
@@ -355,23 +345,6 @@ def convert(args, bindings) -> int:
                     "index": bool(record.index_manifests),
                     "initialised": record.stats["initialised"],
                     "assumed": record.stats["assumed"]}))
-  return 0
-
-
-def blocks(args, bindings) -> int:
-  from realm_bench.preprocess import command  # pylint: disable=g-import-not-at-top
-  _no_bindings("blocks", bindings)
-  return command.run(args)
-
-
-def data(args, bindings) -> int:
-  from realm_bench import data_splits  # pylint: disable=g-import-not-at-top
-  _no_bindings("data", bindings)
-  counts = data_splits.resplit(name=args.name, train=args.train, test=args.test, out=args.out)
-  print(json.dumps(counts))
-  for split, expected in counts["differs_from_released"].items():
-    print(f"note: {split} has {counts[split]} questions; the released split has {expected}",
-          file=sys.stderr)
   return 0
 
 
@@ -424,10 +397,12 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
               score),
     "convert": ("write a run folder from released BERT / REALM / ORQA weights (Hugging Face or "
                 "TF), for --gin.WARM_START and --gin.BERT_RUN", _convert_args, convert),
-    "data": ("prepare real Open-QA data: `data resplit` makes ORQA's dev split", _data_args,
-             data),
+    "data": ("prepare real Open-QA data: `data resplit` makes ORQA's dev split, `data "
+             "convert` reads DrQA / DPR / NQ-Open files, `data check` checks DATA_DIR",
+             data_command.add_arguments, data_command.run),
     "blocks": ("cut a Wikipedia dump into corpus blocks and salient-span pre-training "
-               "sentences (Apache Beam; the `beam` extra)", _blocks_args, blocks),
+               "sentences (Apache Beam; the `beam` extra)", blocks_command.add_arguments,
+               blocks_command.run),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
     "check": ("check run records against the reported numbers, and the specs' claims over "
               "seeds and questions (PASS / FAIL / INCONCLUSIVE)",

@@ -7,10 +7,10 @@ from train by hashing each question: a question is dev when
 its dev file). The same TensorFlow hash is used here, so the splits are ORQA's question for
 question, and the counts can be checked against the sizes the papers report.
 
-Inputs are JSON lines with a `question` and an `answer` list (NQ-Open's, DrQA's
-WebQuestions / CuratedTrec `.txt`), written out unchanged as ORQA writes them, or DPR's
-`question<TAB>answers` `.tsv` / `.csv` files (answers a JSON or Python list), converted to the
-JSON lines the tasks read.
+Inputs are any of the formats `tasks/qa_files.py` reads: JSON lines with a `question` and an
+`answer` list (NQ-Open's, DrQA's WebQuestions / CuratedTrec `.txt`) are written out unchanged
+as ORQA writes them; DPR's `question<TAB>answers` `.csv` and biencoder `.json` files are
+converted to the JSON lines the tasks read.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 
 from realm_bench.errors import InputError
-from realm_bench.io_utils import atomic_write_text, read_lines
-from realm_bench.tasks.data import (EXPECTED_ROWS, check_answers, check_question,
-                                     read_open_qa_tsv)
+from realm_bench.io_utils import atomic_write_text
+from realm_bench.tasks import qa_files
+from realm_bench.tasks.data import EXPECTED_ROWS
 
 DEV_BUCKETS, DEV_MODULUS = 100000, 10
 # --name values and the folders (open_qa/FOLDER) of the tasks that read them.
@@ -38,29 +38,11 @@ def dev_buckets(questions: list[str]) -> list[int]:
 
 
 def _read_rows(path: Path) -> list[tuple[str, str]]:
-  """(question, JSON line to write) per question, checked as the tasks check them: a `.tsv` or
-  `.csv` file is DPR's `question<TAB>answers`, anything else JSON lines."""
-  if not path.is_file():
-    raise InputError("no such file", path=str(path))
-  if path.suffix in (".tsv", ".csv"):
-    rows = [(q, json.dumps({"question": q, "answer": a}, ensure_ascii=False))
-            for q, a in read_open_qa_tsv(path)]
-  else:
-    rows = []
-    for lineno, line in read_lines(path):
-      if not line.strip():
-        continue
-      try:
-        obj = json.loads(line)
-      except ValueError as e:
-        raise InputError(f"not JSON: {e}", path=str(path), line=lineno) from None
-      if not isinstance(obj, dict):
-        raise InputError("expected a JSON object", path=str(path), line=lineno)
-      check_answers(obj.get("answer"), path, lineno)
-      rows.append((check_question(obj.get("question"), path, lineno), line))
-  if not rows:
-    raise InputError("no questions in the file", path=str(path))
-  return rows
+  """(question, JSON line to write) per question, checked as the tasks check them: JSON lines
+  are copied as released, other formats (`tasks/qa_files.py`) become the tasks' JSON lines."""
+  return [(row.question, row.raw if row.raw is not None else
+           json.dumps({"question": row.question, "answer": row.answers}, ensure_ascii=False))
+          for row in qa_files.read_rows(path)]
 
 
 def resplit(*, name: str, train: str, test: str, out: str) -> dict[str, int]:

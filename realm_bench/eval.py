@@ -86,7 +86,8 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
              split: str = "test", scale: str = "synthetic", cells: Sequence[dict] = (),
              params: dict | None = None, batch_size: int = 32) -> dict:
   """Open-QA exact match of a fine-tuned run (a retrieve-and-read pipeline such as
-  `OpenQAPipeline`, or `ClosedBookPipeline`); returns the metrics it recorded."""
+  `OpenQAPipeline`, or `ClosedBookPipeline`) over the split's distinct questions, as `score`
+  and the official evaluation count them; returns the metrics it recorded."""
   import seqio  # pylint: disable=g-import-not-at-top
   _check_common("evaluate", run_dir=run_dir, checkpoint_from=checkpoint_from,
                 experiment=experiment, dataset=dataset, split=split, scale=scale)
@@ -96,7 +97,10 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   params_tree = load_finetuned(model=model, pipeline=pipeline, checkpoint_from=checkpoint_from,
                                sequence_lengths=sequence_lengths, split=split)
   examples = pipeline.examples(split)
-  rows = pipeline.predictions(model, params_tree, examples, batch_size=batch_size)
+  lines = pipeline.predictions(model, params_tree, examples, batch_size=batch_size)
+  # Scored per distinct question, as the official evaluation counts (CuratedTREC test: 693
+  # questions on 694 lines); every line's prediction is still written.
+  rows = qa_metrics.by_question(lines)
   task = seqio.get_mixture_or_task(pipeline.qa_task)
   targets = [r["answers"] for r in rows]
   predictions = [r["prediction"] for r in rows]
@@ -104,8 +108,9 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   for fn in task.metric_fns:
     metrics.update(fn(targets, predictions))
   atomic_write_jsonl(run_dir / f"predictions_{split}.jsonl",
-                     [{"question": r["question"], "prediction": r["prediction"]} for r in rows])
-  stats = {"empty_predictions": sum(not p for p in predictions)}
+                     [{"question": r["question"], "prediction": r["prediction"]} for r in lines])
+  stats = {"empty_predictions": sum(not p for p in predictions),
+           "repeated_question_lines": len(lines) - len(rows)}
   correct = [qa_metrics.is_correct(p, t, regex=answers_are_regex(pipeline.qa_task))
              for p, t in zip(predictions, targets)]
   if isinstance(pipeline, OpenQAPipeline) and pipeline.retrieve:
@@ -123,6 +128,25 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   return metrics
 
 
+def recall_matcher(qa_task: str, matcher: str | None) -> str:
+  """The Recall@k matcher: from the task when not given (regex search where its answers are
+  patterns, CuratedTREC; ORQA's raw string match otherwise). One that cannot fit the answers
+  is refused: a string matcher counts CuratedTREC's patterns as literal text (nearly no hits)
+  and the regex matcher reads other answers as patterns."""
+  regex = answers_are_regex(qa_task)
+  if matcher is None:
+    return "regex" if regex else "string"
+  validate.text("evaluate_retrieval", "matcher", matcher, choices=qa_metrics.RECALL_MATCHERS)
+  if regex and matcher != "regex":
+    raise InputError(f"{qa_task}'s answers are regular expressions: the {matcher!r} matcher "
+                     "would look for the patterns as literal text; use 'regex' or leave "
+                     "RECALL_MATCHER None", field="matcher")
+  if not regex and matcher == "regex":
+    raise InputError(f"{qa_task}'s answers are not regular expressions; use 'string' or "
+                     "'dpr', or leave RECALL_MATCHER None", field="matcher")
+  return matcher
+
+
 def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
                        sequence_lengths: SequenceLengths, experiment: str, dataset: str,
                        qa_task: str, corpus_task: str, split: str = "validation",
@@ -131,21 +155,18 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
                        params: dict | None = None) -> dict:
   """Zero-shot Recall@k: embed the corpus with the run's document tower, search with its
   query tower (or, `retriever` "bm25", search with BM25 and no checkpoint), count questions
-  whose answer occurs in a top-k block. The matcher is ORQA's raw string match, or a
-  regular-expression search when the task's answers are patterns (CuratedTREC), unless
-  given; the record names it."""
+  whose answer occurs in a top-k block. The matcher follows from the task (`recall_matcher`);
+  the record names it."""
   validate.text("evaluate_retrieval", "retriever", retriever, choices=("dense", "bm25"))
   _check_common("evaluate_retrieval", run_dir=run_dir,
                 checkpoint_from=checkpoint_from if retriever == "dense" else "unused",
                 experiment=experiment, dataset=dataset, split=split, scale=scale)
   validate.whole("evaluate_retrieval", "k", k, minimum=1)
-  if matcher is not None:
-    validate.text("evaluate_retrieval", "matcher", matcher, choices=qa_metrics.RECALL_MATCHERS)
   validate.text("evaluate_retrieval", "qa_task", qa_task)
   validate.text("evaluate_retrieval", "corpus_task", corpus_task)
+  matcher = recall_matcher(qa_task, matcher)
   started = _now()
   run_dir = Path(run_dir)
-  matcher = matcher or ("regex" if answers_are_regex(qa_task) else "string")
   corpus = base.load_corpus(corpus_task, sequence_lengths)
   examples = base.task_examples(qa_task, split, sequence_lengths.for_queries())
   if retriever == "bm25":

@@ -101,18 +101,23 @@ def read_jsonl(path, *, required: tuple[str, ...] = ()) -> Iterator[tuple[int, d
   if not path.exists():
     raise InputError("file does not exist", path=path)
   for lineno, raw in read_lines(path):
-    if not raw.strip():
-      continue
-    try:
-      obj = json.loads(raw, parse_constant=_strict_constant)
-    except ValueError as e:
-      raise InputError(f"not valid JSON ({e})", path=path, line=lineno) from None
-    if not isinstance(obj, dict):
-      raise InputError("expected a JSON object", path=path, line=lineno)
-    for key in required:
-      if key not in obj:
-        raise InputError("missing", path=path, line=lineno, field=key)
-    yield lineno, obj
+    if raw.strip():
+      yield lineno, json_object(raw, path=path, line=lineno, required=required)
+
+
+def json_object(raw: str, *, path, line: int, required: tuple[str, ...] = ()) -> dict:
+  """One JSON-lines line as an object; a bad one raises InputError naming file, line and
+  field. Apart from read_jsonl so that a checker can go on past a bad line."""
+  try:
+    obj = json.loads(raw, parse_constant=_strict_constant)
+  except ValueError as e:
+    raise InputError(f"not valid JSON ({e})", path=path, line=line) from None
+  if not isinstance(obj, dict):
+    raise InputError("expected a JSON object", path=path, line=line)
+  for key in required:
+    if key not in obj:
+      raise InputError("missing", path=path, line=line, field=key)
+  return obj
 
 
 def sha256_file(path) -> str:

@@ -38,7 +38,7 @@ from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
 from realm_bench.networks.embedder import Retriever, inner_products
 from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
 from realm_bench.objectives import (marginal_span_log_likelihood, realm_log_likelihood,
-                                    source_block_masses, with_null_prior)
+                                    realm_loss_sharpened_posterior, source_block_masses, with_null_prior)
 
 Batch = Mapping[str, Any]
 
@@ -307,11 +307,20 @@ class RealmPretrainModel(_RetrieverModel):
   score_scale: float = 1.0
   learn_score_scale: bool = False
   null_prior: float | None = None   # None: scored like a block (the paper); see with_null_prior
+  # 1.0: REALM's gradient (the paper). Above 1, the retriever's target posterior is sharpened
+  # towards the reader's favourite block; see objectives.realm_loss_sharpened_posterior.
+  posterior_power: float = 1.0
 
   def _pretrain_net(self):
     if self.null_prior is not None and not 0.0 < self.null_prior < 1.0:
       raise InputError(f"must be in (0, 1) or None, got {self.null_prior!r}",
                        field="RealmPretrainModel.null_prior")
+    if not self.posterior_power >= 1.0:
+      raise InputError(f"must be at least 1, got {self.posterior_power!r}",
+                       field="RealmPretrainModel.posterior_power")
+    if self.posterior_power != 1.0 and self.per_mask_marginal:
+      raise InputError("a sharpened posterior needs p(y|z,x) of the whole span "
+                       "(per_mask_marginal = False)", field="RealmPretrainModel.posterior_power")
     return RealmPretrainNet(**self._retriever_fields(), score_scale=self.score_scale,
                             learn_score_scale=self.learn_score_scale,
                             reader_config=self.reader_config)
@@ -342,7 +351,12 @@ class RealmPretrainModel(_RetrieverModel):
     log_lik = realm_log_likelihood(scores, token_log_probs, weights, valid,
                                    per_mask=self.per_mask_marginal)
     num_masks = jnp.maximum(jnp.sum(weights), 1.0)
-    loss = -jnp.sum(log_lik) / num_masks
+    if self.posterior_power == 1.0:
+      loss = -jnp.sum(log_lik) / num_masks
+    else:
+      loss = jnp.sum(realm_loss_sharpened_posterior(
+          scores, token_log_probs, weights, valid,
+          posterior_power=self.posterior_power)) / num_masks
     metrics = self._metrics(scores, token_log_probs, weights, valid, log_lik, num_masks)
     if "cand_is_source" in batch:
       metrics.update(source_block_masses(scores, token_log_probs, weights, valid,

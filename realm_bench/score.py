@@ -6,7 +6,9 @@ so a question repeated in the reference file counts once there (its last answer 
 two agree whenever the reference file has no repeated question, which is the case the reported
 numbers come from; when it has some, the summary gives both and says how many lines repeat.
 A reference with no prediction is wrong and named, not dropped, so a truncated predictions file
-cannot inflate the score.
+cannot inflate the score. References may be in any layout `data convert` reads, and
+`answer_field` picks the answer list as the official script's `--answer_field` does (EfficientQA's
+test file: `answer_and_def_correct_predictions`).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_jsonl, dumps, read_jsonl
-from realm_bench.tasks import metrics
+from realm_bench.tasks import metrics, qa_files
 
 # How many missing questions the report names; the count is always complete.
 _NAMED_MISSING = 5
@@ -46,18 +48,16 @@ def _string(obj: dict, key: str, path, line: int) -> str:
   return value
 
 
-def _read_references(path) -> list[_Reference]:
-  references = []
-  for line, obj in _read_lines(path, ("question", "answer")):
-    answers = obj["answer"]
-    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-      raise InputError("expected a list of answer strings", path=path, line=line, field="answer")
-    if not answers:
-      raise InputError("empty answer list: every question needs at least one gold answer",
-                       path=path, line=line, field="answer")
-    references.append(_Reference(line, _string(obj, "question", path, line), answers))
+def _read_references(path, answer_field: str) -> list[_Reference]:
+  """Any question file `tasks/qa_files.py` reads (NQ-Open / EfficientQA / DrQA JSON lines,
+  DPR's .csv and biencoder .json), checked as the tasks check them."""
+  path = Path(path)
+  if path.exists() and not path.is_file():
+    raise InputError("not a regular file", path=path)
+  references = [_Reference(row.line, row.question, row.answers)
+                for row in qa_files.iter_rows(path, answer_field=answer_field)]
   if not references:
-    raise InputError("no references: the file has no JSON lines", path=path)
+    raise InputError("no references: the file has no questions", path=path)
   return references
 
 
@@ -80,12 +80,13 @@ def _score_dict(score: metrics.Score) -> dict:
           "exact_match": score.exact_match_percent}
 
 
-def score_files(*, references, predictions, regex: bool = False, per_example=None) -> dict:
+def score_files(*, references, predictions, regex: bool = False, per_example=None,
+                answer_field: str = "answer") -> dict:
   """Scores a predictions file against a references file; returns the summary it prints."""
   if per_example is not None and Path(per_example).is_dir():
     raise InputError("--per-example names a folder; give the JSONL file to write",
                      path=per_example)
-  refs = _read_references(references)
+  refs = _read_references(references, answer_field)
   preds, repeated_predictions, changed_predictions = _read_predictions(predictions)
 
   rows, missing = [], []
@@ -113,6 +114,7 @@ def score_files(*, references, predictions, regex: bool = False, per_example=Non
       "references": str(references),
       "predictions": str(predictions),
       "metric": "regex_match" if regex else "exact_match",
+      "answer_field": answer_field,
       # The official evaluation keys references by question text: a repeated question counts
       # once, with its last answer list. That is the headline; per-line scoring is reported too.
       **_score_dict(per_question),

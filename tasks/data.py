@@ -25,16 +25,18 @@ Real data (DATA_DIR), with the splits the paper (ORQA's) uses:
 
 - NQ-Open (open_qa/nq): 79,168 / 8,757 / 3,610 questions (train / dev / test). ORQA split
   NQ-Open's train set (google-research-datasets/natural-questions, `nq_open/NQ-open.train.jsonl`)
-  into train and dev; NQ-Open's own dev set (`nq_open/NQ-open.dev.jsonl`) is the test split
-  here. DPR's data downloads carry the same splits (`nq-train`, `nq-dev`, and `nq-test.csv`).
-- WebQuestions (open_qa/wq): 3,417 / 361 / 2,032, from DPR's data downloads (`webq-train`,
-  `webq-dev`, `webq-test.csv`).
-- CuratedTREC (open_qa/trec): 1,353 / 133 / 694, from DPR's data downloads
-  (`curatedtrec-train`, `curatedtrec-dev`, `curatedtrec-test.csv`); answers are regular
+  into train and dev by a question hash (`realm-bench data resplit`); NQ-Open's own dev set
+  (`nq_open/NQ-open.dev.jsonl`) is the test split here. DPR's downloads are not the same
+  splits: its nq-dev (8,757) is not ORQA's dev (837 of its questions fall in ORQA's dev
+  bucket), and its nq-test spells 291 of the 3,610 questions with another tokenisation, so
+  predictions keyed to one file's questions miss the other's.
+- WebQuestions (open_qa/wq): 3,417 / 361 / 2,032, and CuratedTREC (open_qa/trec): 1,353 / 133 /
+  694 lines (693 distinct questions), ORQA's splits of DrQA's `WebQuestions-{train,test}.txt`
+  and `CuratedTrec-{train,test}.txt` (`data resplit`); CuratedTREC's answers are regular
   expressions.
-  DPR's `.csv` question files are tab-separated: save them as `<split>.tsv`. DPR's train/dev
-  `.json` files hold a list of {"question", "answers", ...}: write one {"question", "answer"}
-  object per line as `<split>.jsonl`.
+  Other layouts (DPR's `.csv` and biencoder `.json`, EfficientQA's files) are read by
+  `tasks/qa_files.py`: `realm-bench data convert` writes them as `<split>.jsonl`, and
+  `realm-bench data check DATA_DIR` says whether a dev split is ORQA's.
 - Knowledge corpus (corpus/): English Wikipedia of 2018-12-20 cut into 13,353,718 blocks of at
   most 288 wordpieces, as released with ORQA/REALM (google-research/language), one
   {"id", "title", "body"} per line. DPR's `psgs_w100.tsv` (21,015,324 passages of 100 words from
@@ -65,6 +67,7 @@ import seqio
 from realm_bench.errors import InputError
 from realm_bench.io_utils import read_jsonl, read_lines
 from realm_bench.tasks import config
+from realm_bench.tasks import shards as shards_lib
 from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 
 OPEN_QA_FOLDERS = ("nq", "wq", "trec")
@@ -80,11 +83,11 @@ _INT32 = (-2**31, 2**31 - 1)
 REAL_DATA = {
     "open_qa/nq": "NQ-Open: ORQA's train/dev split of nq_open/NQ-open.train.jsonl and "
                   "nq_open/NQ-open.dev.jsonl as test (google-research-datasets/natural-questions), "
-                  "or DPR's nq-train/nq-dev/nq-test; expected 79,168 / 8,757 / 3,610 lines",
-    "open_qa/wq": "WebQuestions from DPR's data downloads (webq-train, webq-dev, webq-test.csv); "
-                  "expected 3,417 / 361 / 2,032 lines",
-    "open_qa/trec": "CuratedTREC from DPR's data downloads (curatedtrec-train, curatedtrec-dev, "
-                    "curatedtrec-test.csv); expected 1,353 / 133 / 694 lines",
+                  "made with `realm-bench data resplit`; expected 79,168 / 8,757 / 3,610 lines",
+    "open_qa/wq": "WebQuestions: ORQA's split of DrQA's WebQuestions-{train,test}.txt, made with "
+                  "`realm-bench data resplit`; expected 3,417 / 361 / 2,032 lines",
+    "open_qa/trec": "CuratedTREC: ORQA's split of DrQA's CuratedTrec-{train,test}.txt, made with "
+                    "`realm-bench data resplit`; expected 1,353 / 133 / 694 lines",
     "corpus": "the 2018-12-20 English Wikipedia blocks released with ORQA/REALM "
               "(google-research/language); expected 13,353,718 lines",
     "pretrain": "sentences you tag with a named-entity and date tagger (REALM's salient spans)",
@@ -189,46 +192,57 @@ def open_qa_file(root: Path, folder: str, split_file: str) -> Path | None:
   return None
 
 
-def check_answers(answers, path, lineno) -> list[str]:
-  if (not isinstance(answers, list) or not answers
-      or not all(isinstance(a, str) for a in answers)):
-    raise InputError("expected a non-empty list of strings", path=path, line=lineno,
-                     field="answer")
+def check_answers(answers, path, lineno, field: str = "answer") -> list[str]:
+  if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+    raise InputError("expected a list of answer strings", path=path, line=lineno, field=field)
+  if not answers:
+    raise InputError("empty answer list: every question needs at least one gold answer",
+                     path=path, line=lineno, field=field)
   return answers
 
 
 def check_question(question, path, lineno) -> str:
-  if not isinstance(question, str) or not question.strip():
+  if not isinstance(question, str):
+    raise InputError(f"expected a string, got {type(question).__name__}", path=path,
+                     line=lineno, field="question")
+  if not question.strip():
     raise InputError("expected a non-empty string", path=path, line=lineno, field="question")
   return question
 
 
+def open_qa_tsv_row(line: str, path, lineno: int) -> tuple[str, list[str]]:
+  """One `question<TAB>answers` line, split on the tab without csv quoting: a question that
+  starts with `"` would otherwise open a quoted field that swallows the lines after it
+  without a word (679 of CuratedTREC's 694 test rows)."""
+  row = line.split("\t")
+  if len(row) != 2:
+    raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
+                     line=lineno)
+  try:
+    answers = json.loads(row[1])
+  except ValueError:
+    try:  # DPR writes the list as a python literal: ['a', "b's"]
+      answers = ast.literal_eval(row[1])
+    except (ValueError, SyntaxError):
+      raise InputError("not a JSON or python list of strings", path=path, line=lineno,
+                       field="answer") from None
+  return check_question(row[0], path, lineno), check_answers(answers, path, lineno)
+
+
 def read_open_qa_tsv(path: Path) -> Iterator[tuple[str, list[str]]]:
-  """One question per line, `question<TAB>answers`, split on the tab without csv quoting: a
-  question that starts with `"` would otherwise open a quoted field that swallows the lines
-  after it without a word (679 of CuratedTREC's 694 test rows)."""
+  """One question per line (`open_qa_tsv_row`); blank lines are skipped."""
   for lineno, line in read_lines(path):
-    if not line.strip():
-      continue
-    row = line.split("\t")
-    if len(row) != 2:
-      raise InputError(f"expected 2 tab-separated columns, got {len(row)}", path=path,
-                       line=lineno)
-    try:
-      answers = json.loads(row[1])
-    except ValueError:
-      try:  # DPR writes the list as a python literal: ['a', "b's"]
-        answers = ast.literal_eval(row[1])
-      except (ValueError, SyntaxError):
-        raise InputError("not a JSON or python list of strings", path=path, line=lineno,
-                         field="answer") from None
-    yield check_question(row[0], path, lineno), check_answers(answers, path, lineno)
+    if line.strip():
+      yield open_qa_tsv_row(line, path, lineno)
 
 
 # Rows of the real splits (DPR's and ORQA's files), to catch a file that was cut or mis-split.
 EXPECTED_ROWS = {("nq", "train"): 79168, ("nq", "dev"): 8757, ("nq", "test"): 3610,
                  ("wq", "train"): 3417, ("wq", "dev"): 361, ("wq", "test"): 2032,
                  ("trec", "train"): 1353, ("trec", "dev"): 133, ("trec", "test"): 694}
+# Distinct questions, where known: the official evaluation keys references by question text,
+# so a repeated question counts once (CuratedTREC's test file has one twice).
+EXPECTED_QUESTIONS = {("trec", "test"): 693}
 
 
 def read_open_qa(root: Path, folder: str, split_file: str, *,
@@ -304,37 +318,11 @@ def iter_passages_tsv(path: Path) -> Iterator[Block]:
     yield Block(_check_id(row[0], path, lineno), row[2], row[1])
 
 
-def shard_files(root: Path, relpath: str) -> list[Path]:
-  """The complete set of shards `NAME-SSSSS-of-NNNNN.jsonl` of `relpath` (NAME.jsonl), in
-  shard order; [] when there are none."""
-  folder, stem = (root / relpath).parent, Path(relpath).stem
-  found = sorted(folder.glob(f"{stem}-[0-9]*-of-[0-9]*.jsonl")) if folder.is_dir() else []
-  if not found:
-    return []
-  pattern = re.compile(rf"{re.escape(stem)}-(\d{{5}})-of-(\d{{5}})\.jsonl")
-  matches = [pattern.fullmatch(p.name) for p in found]
-  bad = next((p for p, m in zip(found, matches) if m is None), None)
-  if bad is not None:
-    raise InputError(f"a shard name must read {stem}-SSSSS-of-NNNNN.jsonl", path=bad)
-  totals = {int(m.group(2)) for m in matches}
-  if len(totals) != 1:
-    raise InputError(f"shards of different sets ({', '.join(map(str, sorted(totals)))} "
-                     "shards) side by side", path=folder)
-  total = totals.pop()
-  present = {int(m.group(1)) for m in matches}
-  missing = sorted(set(range(total)) - present)
-  if missing or len(present) != total:
-    first = f"{stem}-{missing[0]:05d}-of-{total:05d}.jsonl" if missing else "?"
-    raise InputError(f"{len(missing)} of {total} shards missing (the first: {first}); an "
-                     "unfinished `realm-bench blocks` run?", path=folder)
-  return [folder / f"{stem}-{i:05d}-of-{total:05d}.jsonl" for i in range(total)]
-
-
 def corpus_files(root: Path, *, kind: str = "world") -> list[Path]:
   for relpath in (BLOCKS_JSONL, PASSAGES_TSV):
     if (root / relpath).is_file():
       return [root / relpath]
-  shards = shard_files(root, BLOCKS_JSONL)
+  shards = shards_lib.shard_files(root, BLOCKS_JSONL)
   if shards:
     return shards
   raise _missing(root, BLOCKS_JSONL, kind, also=f" (nor {PASSAGES_TSV}, nor shards)")
@@ -345,13 +333,20 @@ def iter_blocks(root: Path, *, kind: str = "world") -> Iterator[Block]:
     if path.suffix == ".tsv":
       yield from iter_passages_tsv(path)
       continue
-    for lineno, obj in read_jsonl(path, required=("id", "title", "body")):
-      if isinstance(obj["id"], str):
-        raise InputError("expected an integer, got a string", path=path, line=lineno,
-                         field="id")
-      yield Block(_check_id(obj["id"], path, lineno),
-                  _check_text(obj["title"], path, lineno, "title"),
-                  _check_text(obj["body"], path, lineno, "body"))
+    for lineno, obj in read_jsonl(path, required=BLOCK_FIELDS):
+      yield block_of(obj, path, lineno)
+
+
+BLOCK_FIELDS = ("id", "title", "body")
+
+
+def block_of(obj: dict, path, lineno: int) -> Block:
+  """One blocks.jsonl object, checked (its keys are there: BLOCK_FIELDS)."""
+  if isinstance(obj["id"], str):
+    raise InputError("expected an integer, got a string", path=path, line=lineno, field="id")
+  return Block(_check_id(obj["id"], path, lineno),
+               _check_text(obj["title"], path, lineno, "title"),
+               _check_text(obj["body"], path, lineno, "body"))
 
 
 # Pre-training sentences.
@@ -395,7 +390,7 @@ def _check_spans(spans, text: str, path, lineno) -> tuple[tuple[int, ...], tuple
 def sentence_files(root: Path, *, kind: str = "world") -> list[Path]:
   if (root / SENTENCES_JSONL).is_file():
     return [root / SENTENCES_JSONL]
-  shards = shard_files(root, SENTENCES_JSONL)
+  shards = shards_lib.shard_files(root, SENTENCES_JSONL)
   if shards:
     return shards
   raise _missing(root, SENTENCES_JSONL, kind)
@@ -403,11 +398,19 @@ def sentence_files(root: Path, *, kind: str = "world") -> list[Path]:
 
 def iter_sentences(root: Path, *, kind: str = "world") -> Iterator[Sentence]:
   for path in sentence_files(root, kind=kind):
-    for lineno, obj in read_jsonl(path, required=("text", "spans")):
-      text = _check_text(obj["text"], path, lineno, "text")
-      starts, ends = _check_spans(obj["spans"], text, path, lineno)
-      block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
-      yield Sentence(text, starts, ends, block_id)
+    for lineno, obj in read_jsonl(path, required=SENTENCE_FIELDS):
+      yield sentence_of(obj, path, lineno)
+
+
+SENTENCE_FIELDS = ("text", "spans")
+
+
+def sentence_of(obj: dict, path, lineno: int) -> Sentence:
+  """One sentences.jsonl object, checked (its keys are there: SENTENCE_FIELDS)."""
+  text = _check_text(obj["text"], path, lineno, "text")
+  starts, ends = _check_spans(obj["spans"], text, path, lineno)
+  block_id = _check_id(obj.get("block_id", -1), path, lineno, field="block_id")
+  return Sentence(text, starts, ends, block_id)
 
 
 # tf.data datasets.

@@ -115,6 +115,17 @@ def score(predictions: Sequence[str], targets: Sequence[Sequence[str]], *,
   return Score(num_correct=correct, num_total=len(targets))
 
 
+def by_question(rows: Sequence[dict]) -> list[dict]:
+  """One row per distinct `question`, as the official evaluation counts: it keys references
+  and predictions by question text, so a question repeated in a split (CuratedTREC's test file
+  has one) is scored once, with its last answer list and last prediction. Rows stay in the
+  order their question first appears, so per-question outcomes of two runs line up."""
+  latest: dict[str, dict] = {}
+  for row in rows:
+    latest[row["question"]] = row   # a repeated key keeps its first position
+  return list(latest.values())
+
+
 # seqio metric functions: fn(targets, predictions) -> {name: value}.
 
 

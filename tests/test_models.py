@@ -96,6 +96,40 @@ def test_retriever_gradient_is_the_papers_r_of_z():
   np.testing.assert_allclose(grad, (p_y_z / p_y - 1.0) * p_z, rtol=1e-4, atol=1e-6)
 
 
+def test_sharpened_posterior_keeps_the_value_and_the_readers_gradient():
+  """Power 1 is REALM's gradient; power a gives the scores p_a(z|x,y) - p(z|x), and the
+  token log-probabilities (the reader) REALM's own gradient at any power."""
+  scores, tlp, w, valid = _random_inputs()
+  valid[:] = True
+  realm = lambda s, t: -jnp.sum(objectives.realm_log_likelihood(s, t, w, valid))
+  sharp = lambda a: lambda s, t: jnp.sum(objectives.realm_loss_sharpened_posterior(
+      s, t, w, valid, posterior_power=a))
+  np.testing.assert_allclose(sharp(3.0)(scores, tlp), realm(scores, tlp), rtol=1e-6)
+  for a in (1.0, 3.0):
+    g_scores, g_tlp = jax.grad(sharp(a), argnums=(0, 1))(scores, tlp)
+    want_scores, want_tlp = jax.grad(realm, argnums=(0, 1))(scores, tlp)
+    np.testing.assert_allclose(g_tlp, want_tlp, rtol=1e-5, atol=1e-7)
+    p_z = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+    lik = np.exp(a * np.sum(tlp * w[:, None, :], axis=-1))
+    post = p_z * lik / np.sum(p_z * lik, axis=-1, keepdims=True)
+    np.testing.assert_allclose(g_scores, p_z - post, rtol=1e-4, atol=1e-6)
+    if a == 1.0:
+      np.testing.assert_allclose(g_scores, want_scores, rtol=1e-4, atol=1e-6)
+
+
+def test_reader_favourite_counts_rows_whose_best_retrieved_block_is_the_source():
+  scores, tlp, w, valid = _random_inputs()
+  valid[:] = True
+  tlp[:] = -3.0
+  tlp[0, 2] = -0.1                 # row 0: the reader likes candidate 2, the source
+  tlp[2, 1] = -0.1                 # row 2: it likes candidate 1; the source is 3
+  tlp[1, 0] = 0.0                  # row 1: the null document is best, but it is not counted
+  is_source = np.zeros(valid.shape, bool)
+  is_source[0, 2] = is_source[2, 3] = True
+  got = objectives.source_block_masses(scores, tlp, w, valid, is_source)
+  assert float(got["source_reader_favourite"]) == pytest.approx(0.5)
+
+
 def test_padded_candidates_and_masks_change_nothing():
   scores, tlp, w, valid = _random_inputs()
   base = objectives.realm_log_likelihood(scores, tlp, w, valid)

@@ -214,3 +214,39 @@ def test_gin_bindings_are_refused(tmp_path, refs, capsys):
   assert cli.main(["score", "--references", str(refs), "--predictions", str(preds),
                    "--gin.foo=1"]) == 2
   assert "no gin bindings" in capsys.readouterr().err
+
+
+def test_references_in_dpr_layouts_score_as_the_same_jsonl(tmp_path):
+  preds = _write_jsonl(tmp_path / "preds.jsonl", [{"question": "q1", "prediction": "Paris"},
+                                                  {"question": "q2", "prediction": "1875"}])
+  jsonl = _write_jsonl(tmp_path / "nq-test.jsonl", [{"question": "q1", "answer": ["Paris"]},
+                                                    {"question": "q2", "answer": ["1873"]}])
+  csv = tmp_path / "nq-test.csv"   # DPR's qa file: tab-separated, a Python list
+  csv.write_text("q1\t['Paris']\nq2\t['1873']\n", encoding="utf-8")
+  biencoder = tmp_path / "biencoder-nq-dev.json"
+  biencoder.write_text(json.dumps([{"question": q, "answers": a, "positive_ctxs": []}
+                                   for q, a in (("q1", ["Paris"]), ("q2", ["1873"]))],
+                                  indent=4), encoding="utf-8")
+  summaries = [score_files(references=r, predictions=preds) for r in (jsonl, csv, biencoder)]
+  assert {(s["num_correct"], s["num_total"]) for s in summaries} == {(1, 2)}
+  biencoder.write_text('[\n{"question": "q1", "answers": ["Paris"]},\n{"question": "q2"}\n]')
+  with pytest.raises(InputError, match="field 'answers': missing") as e:
+    score_files(references=biencoder, predictions=preds)
+  assert e.value.line == 3
+
+
+def test_answer_field_scores_efficientqas_rated_answers(tmp_path, capsys):
+  refs = _write_jsonl(tmp_path / "NQ-open.efficientqa.test.1.1.jsonl", [
+      {"question": "q1", "def_correct_predictions": ["fifty-three"],
+       "poss_correct_predictions": [], "answer": ["53"],
+       "answer_and_def_correct_predictions": ["53", "fifty-three"]}])
+  preds = _write_jsonl(tmp_path / "preds.jsonl", [{"question": "q1", "prediction": "fifty-three"}])
+  args = ["score", "--references", str(refs), "--predictions", str(preds)]
+  assert cli.main(args) == 0
+  assert _json_summary(capsys.readouterr().out)["num_correct"] == 0
+  assert cli.main(args + ["--answer-field", "answer_and_def_correct_predictions"]) == 0
+  summary = _json_summary(capsys.readouterr().out)
+  assert summary["num_correct"] == 1
+  assert summary["answer_field"] == "answer_and_def_correct_predictions"
+  assert cli.main(args + ["--answer-field", "answers"]) == 2
+  assert f"{refs}:1: field 'answers': missing" in capsys.readouterr().err

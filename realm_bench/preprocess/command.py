@@ -1,10 +1,12 @@
 """`realm-bench blocks`: its flags and handler, kept here so that cli.py only names them (this
-module imports nothing heavy: Beam is loaded when the command runs)."""
+module imports nothing heavy, so `realm-bench --help` stays quick: Beam is loaded when the
+command runs)."""
 from __future__ import annotations
 
 import argparse
 import json
 
+from realm_bench.errors import InputError
 from realm_bench.preprocess import blocks_pipeline
 
 
@@ -31,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       "--project=P --region=R --temp_location=gs://B/tmp (default: DirectRunner)")
 
 
-def run(args) -> int:
+def run(args, bindings) -> int:
+  if bindings:
+    raise InputError(f"`blocks` takes no gin bindings, got {bindings[0]!r}")
   manifest = blocks_pipeline.run_blocks(
       inputs=args.input, out=args.out, vocab=args.vocab, max_length=args.max_length,
       shards=args.shards, punkt_dir=args.punkt, tagger=args.tagger,

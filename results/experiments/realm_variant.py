@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from realm_bench import quickstart
+from realm_bench import stages as stages_lib
 from realm_bench.pipelines import batching, realm
 
 
@@ -28,11 +28,11 @@ def oracle_prepare(self, step, params, raw):
 def run(out: Path, name: str, bindings: list[str]) -> None:
   """REALM pre-training NAME from OUT's BERT and ICT runs with the quickstart's settings plus
   `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev)."""
-  config = quickstart.QuickstartConfig()
-  stages = quickstart._Stages(out, config)  # pylint: disable=protected-access
+  config = stages_lib.QuickstartConfig()
+  stages = stages_lib.Stages(out, config)
   runs = out / "runs"
   run_dir = stages.train(name, ["runs/pretrain.gin"],
-                         quickstart.pretrain_bindings(config, runs / "ict", runs / "bert")
+                         stages_lib.pretrain_bindings(config, runs / "ict", runs / "bert")
                          + bindings)
   stages.recall(name + "_recall_dev", "realm", run_dir)
 
