@@ -286,3 +286,16 @@ def test_bad_input_names_file_and_line_and_writes_no_manifest(built, tmp_path, c
   assert _run(["--input", tmp_path / "nothing-*.xml", "--vocab", root / "vocab.txt", "--out",
                tmp_path / "out"]) == 2
   assert "matches no file" in capsys.readouterr().err
+
+
+def test_data_check_reads_the_shards_as_one_corpus(built):
+  from realm_bench import data_check  # pylint: disable=g-import-not-at-top
+  root, _ = built
+  manifest = _manifest(root / "data")
+  files = {f["role"]: f for f in data_check.check(data_dir=root / "data")["files"]}
+  corpus, text = files["corpus"], files["pre-training text"]
+  assert corpus["path"] == f"corpus/blocks-*-of-{SHARDS:05d}.jsonl ({SHARDS} shards)"
+  assert corpus["rows"] == corpus["distinct"] == manifest["blocks"]
+  assert f"{manifest['blocks']:,} blocks, as manifest.json says" in corpus["notes"]
+  assert text["rows"] == manifest["sentences"] and not text["problems"]
+  assert "not read by any task" not in {f["role"] for f in files.values()}
