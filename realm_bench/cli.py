@@ -19,6 +19,7 @@ from realm_bench import data_command, tf_runtime
 from realm_bench.errors import InputError
 from realm_bench.gin_utils import (parse_gin, refuse_unread_macros, run_entry, split_gin_args,
                                    split_search_paths)
+from realm_bench.preprocess import command as blocks_command
 from realm_bench.reporting.records import recording_command
 
 tf_runtime.quiet_logs()   # before anything imports TensorFlow
@@ -400,6 +401,9 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "data": ("prepare real Open-QA data: `data resplit` makes ORQA's dev split, `data "
              "convert` reads DrQA / DPR / NQ-Open files, `data check` checks DATA_DIR",
              data_command.add_arguments, data_command.run),
+    "blocks": ("cut a Wikipedia dump into corpus blocks and salient-span pre-training "
+               "sentences (Apache Beam; the `beam` extra)", blocks_command.add_arguments,
+               blocks_command.run),
     "tables": ("regenerate the leaderboard tables from run records", _tables_args, tables),
     "check": ("check run records against the reported numbers, and the specs' claims over "
               "seeds and questions (PASS / FAIL / INCONCLUSIVE)",

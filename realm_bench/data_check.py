@@ -16,11 +16,13 @@ from pathlib import Path
 from realm_bench.errors import InputError
 from realm_bench.io_utils import json_object, read_lines
 from realm_bench.tasks import data, metrics, qa_files
+from realm_bench.tasks import shards as shards_lib
 
 # How many problems a file's report spells out; the count is always complete.
 MAX_LISTED = 10
 SPLITS = ("train", "dev", "test")
 EXPECTED_BLOCKS = 13353718
+MANIFEST = "corpus/manifest.json"   # what `realm-bench blocks` writes beside its shards
 _TITLES = {"nq": "NQ-Open", "wq": "WebQuestions", "trec": "CuratedTREC"}
 
 
@@ -64,18 +66,23 @@ def check(*, data_dir) -> dict:
         continue
       read.add(path)
       reports.append(_open_qa(root, path, folder, split))
-  corpus = next((root / p for p in (data.BLOCKS_JSONL, data.PASSAGES_TSV)
-                 if (root / p).is_file()), None)
+  corpus = next(([root / p] for p in (data.BLOCKS_JSONL, data.PASSAGES_TSV)
+                 if (root / p).is_file()), None) or _shards(root, data.BLOCKS_JSONL, reports)
   if corpus is None:
-    notes.append(f"no corpus: {data.BLOCKS_JSONL} (nor {data.PASSAGES_TSV})")
-  else:
-    read.add(corpus)
+    notes.append(f"no corpus: {data.BLOCKS_JSONL} (nor {data.PASSAGES_TSV}, nor shards)")
+  elif corpus:
+    read.update(corpus)
     reports.append(_corpus(root, corpus))
-  if (root / data.SENTENCES_JSONL).is_file():
-    read.add(root / data.SENTENCES_JSONL)
-    reports.append(_sentences(root, root / data.SENTENCES_JSONL))
-  else:
+    if len(corpus) > 1 and (root / MANIFEST).is_file():
+      read.add(root / MANIFEST)
+      _against_manifest(reports[-1], root / MANIFEST)
+  sentences = (([root / data.SENTENCES_JSONL] if (root / data.SENTENCES_JSONL).is_file()
+                else None) or _shards(root, data.SENTENCES_JSONL, reports))
+  if sentences is None:
     notes.append(f"no pre-training text: {data.SENTENCES_JSONL} (REALM pre-training needs it)")
+  elif sentences:
+    read.update(sentences)
+    reports.append(_sentences(root, sentences))
   for path in sorted(p for p in root.rglob("*") if p.is_file() and p not in read
                      and not any(part.startswith(".") for part in p.relative_to(root).parts)):
     reports.append(_unread(root, path))
@@ -85,6 +92,40 @@ def check(*, data_dir) -> dict:
 
 def _relative(root: Path, path: Path) -> str:
   return str(path.relative_to(root))
+
+
+def _shards(root: Path, relpath: str, reports: list) -> list[Path] | None:
+  """`realm-bench blocks`' shards of `relpath`: None when there are none, [] (and a problem
+  reported) when the set is incomplete."""
+  try:
+    return shards_lib.shard_files(root, relpath) or None
+  except InputError as e:
+    report = FileReport(relpath.replace(".jsonl", "-*-of-*.jsonl"), "shards")
+    report.problem(e.message)
+    reports.append(report)
+    return []
+
+
+def _against_manifest(report: FileReport, path: Path) -> None:
+  """The shards' blocks against the count `realm-bench blocks` wrote when it finished."""
+  try:
+    expected = json_object(path.read_text(encoding="utf-8"), path=path, line=1,
+                           required=("blocks",))["blocks"]
+  except (InputError, UnicodeDecodeError) as e:
+    report.problem(getattr(e, "message", f"{path}: not UTF-8 JSON"))
+    return
+  if expected != report.rows:
+    report.problem(f"{report.rows:,} blocks in the shards; {path.name} says {expected:,}")
+  else:
+    report.notes.append(f"{expected:,} blocks, as {path.name} says")
+
+
+def _label(root: Path, paths: list[Path]) -> str:
+  """One file's path, or a shard set's pattern and count."""
+  if len(paths) == 1:
+    return _relative(root, paths[0])
+  first = _relative(root, paths[0])
+  return f"{first.split('-00000-of-')[0]}-*-of-{len(paths):05d}.jsonl ({len(paths)} shards)"
 
 
 def _count_questions(report: FileReport, path: Path, **kwargs) -> list[qa_files.QARow]:
@@ -144,9 +185,10 @@ def _check_hash_split(report: FileReport, rows: list[qa_files.QARow], split: str
                    "`realm-bench data resplit`")
 
 
-def _corpus(root: Path, path: Path) -> FileReport:
-  report = FileReport(_relative(root, path), "corpus")
+def _corpus(root: Path, paths: list[Path]) -> FileReport:
+  report = FileReport(_label(root, paths), "corpus")
   ids = array.array("q")
+  path = paths[0]
   if path.suffix == ".tsv":
     report.format = "dpr-passages"
     report.notes.append("DPR's 100-word passages are a different segmentation from the "
@@ -158,14 +200,15 @@ def _corpus(root: Path, path: Path) -> FileReport:
       report.problem(e.message + " (the check stops reading this file here)")
   else:
     report.format, report.expected_rows = "blocks-jsonl", EXPECTED_BLOCKS
-    for lineno, line in read_lines(path):
-      if not line.strip():
-        continue
-      try:
-        ids.append(data.block_of(json_object(line, path=path, line=lineno,
-                                             required=data.BLOCK_FIELDS), path, lineno).id)
-      except InputError as e:
-        report.problem(e.message)
+    for path in paths:
+      for lineno, line in read_lines(path):
+        if not line.strip():
+          continue
+        try:
+          ids.append(data.block_of(json_object(line, path=path, line=lineno,
+                                               required=data.BLOCK_FIELDS), path, lineno).id)
+        except InputError as e:
+          report.problem(e.message)
   report.rows = len(ids)
   report.distinct = _distinct(ids)
   if report.distinct != report.rows:
@@ -182,10 +225,10 @@ def _distinct(ids: array.array) -> int:
   return int(np.unique(np.frombuffer(ids, dtype=np.int64)).size) if ids else 0
 
 
-def _sentences(root: Path, path: Path) -> FileReport:
-  report = FileReport(_relative(root, path), "pre-training text", format="sentences-jsonl")
+def _sentences(root: Path, paths: list[Path]) -> FileReport:
+  report = FileReport(_label(root, paths), "pre-training text", format="sentences-jsonl")
   rows = with_spans = 0
-  for lineno, line in read_lines(path):
+  for path, (lineno, line) in ((p, row) for p in paths for row in read_lines(p)):
     if not line.strip():
       continue
     try:

@@ -7,6 +7,13 @@ root folder, so every task reads both the same way:
 ROOT/corpus/blocks.jsonl        {"id": int, "title": str, "body": str}          (preferred)
 ROOT/corpus/passages.tsv        DPR passages: header "id<TAB>text<TAB>title", then rows
 ROOT/pretrain/sentences.jsonl   {"text", "spans": [{"start", "end", "kind"}], "block_id"}
+```
+
+`blocks.jsonl` and `sentences.jsonl` may also be sharded, as `realm-bench blocks` writes them:
+`corpus/blocks-00000-of-00064.jsonl` ... read in shard order, and only as a complete set (a
+missing shard is an error, not a smaller corpus).
+
+```
 ROOT/open_qa/{nq,wq,trec}/{train,dev,test}.jsonl    {"question": str, "answer": [str, ...]}
 ROOT/open_qa/{nq,wq,trec}/{train,dev,test}.tsv      DPR style: question<TAB>["answer", ...]
 ```
@@ -60,6 +67,7 @@ import seqio
 from realm_bench.errors import InputError
 from realm_bench.io_utils import read_jsonl, read_lines
 from realm_bench.tasks import config
+from realm_bench.tasks import shards as shards_lib
 from realm_bench.tf_runtime import tf  # TensorFlow kept off the accelerators
 
 OPEN_QA_FOLDERS = ("nq", "wq", "trec")
@@ -310,20 +318,23 @@ def iter_passages_tsv(path: Path) -> Iterator[Block]:
     yield Block(_check_id(row[0], path, lineno), row[2], row[1])
 
 
-def corpus_file(root: Path, *, kind: str = "world") -> Path:
+def corpus_files(root: Path, *, kind: str = "world") -> list[Path]:
   for relpath in (BLOCKS_JSONL, PASSAGES_TSV):
     if (root / relpath).is_file():
-      return root / relpath
-  raise _missing(root, BLOCKS_JSONL, kind, also=f" (nor {PASSAGES_TSV})")
+      return [root / relpath]
+  shards = shards_lib.shard_files(root, BLOCKS_JSONL)
+  if shards:
+    return shards
+  raise _missing(root, BLOCKS_JSONL, kind, also=f" (nor {PASSAGES_TSV}, nor shards)")
 
 
 def iter_blocks(root: Path, *, kind: str = "world") -> Iterator[Block]:
-  path = corpus_file(root, kind=kind)
-  if path.suffix == ".tsv":
-    yield from iter_passages_tsv(path)
-    return
-  for lineno, obj in read_jsonl(path, required=BLOCK_FIELDS):
-    yield block_of(obj, path, lineno)
+  for path in corpus_files(root, kind=kind):
+    if path.suffix == ".tsv":
+      yield from iter_passages_tsv(path)
+      continue
+    for lineno, obj in read_jsonl(path, required=BLOCK_FIELDS):
+      yield block_of(obj, path, lineno)
 
 
 BLOCK_FIELDS = ("id", "title", "body")
@@ -376,12 +387,19 @@ def _check_spans(spans, text: str, path, lineno) -> tuple[tuple[int, ...], tuple
   return tuple(starts), tuple(ends)
 
 
+def sentence_files(root: Path, *, kind: str = "world") -> list[Path]:
+  if (root / SENTENCES_JSONL).is_file():
+    return [root / SENTENCES_JSONL]
+  shards = shards_lib.shard_files(root, SENTENCES_JSONL)
+  if shards:
+    return shards
+  raise _missing(root, SENTENCES_JSONL, kind)
+
+
 def iter_sentences(root: Path, *, kind: str = "world") -> Iterator[Sentence]:
-  path = root / SENTENCES_JSONL
-  if not path.is_file():
-    raise _missing(root, SENTENCES_JSONL, kind)
-  for lineno, obj in read_jsonl(path, required=SENTENCE_FIELDS):
-    yield sentence_of(obj, path, lineno)
+  for path in sentence_files(root, kind=kind):
+    for lineno, obj in read_jsonl(path, required=SENTENCE_FIELDS):
+      yield sentence_of(obj, path, lineno)
 
 
 SENTENCE_FIELDS = ("text", "spans")
@@ -411,7 +429,7 @@ def open_qa_dataset(root: Path, folder: str, split: str, *, kind: str) -> tf.dat
 
 def corpus_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
   """{"id": int32, "title": string, "body": string} per block, in file order (streamed)."""
-  corpus_file(root, kind=kind)  # fail now, not on first read, when the file is missing
+  corpus_files(root, kind=kind)  # fail now, not on first read, when a file is missing
 
   def generate():
     for block in iter_blocks(root, kind=kind):
@@ -426,8 +444,7 @@ def corpus_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
 
 def sentences_dataset(root: Path, *, kind: str) -> tf.data.Dataset:
   """{"text", "span_starts" int32 [s], "span_ends" int32 [s], "block_id" int32} (streamed)."""
-  if not (root / SENTENCES_JSONL).is_file():
-    raise _missing(root, SENTENCES_JSONL, kind)
+  sentence_files(root, kind=kind)  # fail now, not on first read, when a file is missing
 
   def generate():
     for s in iter_sentences(root, kind=kind):
