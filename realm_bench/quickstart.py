@@ -23,8 +23,7 @@ from pathlib import Path
 
 from realm_bench import stages as stages_lib
 # The stage sizes and the bindings they give, shared with `sweep` and `reproduce`.
-from realm_bench.stages import (EXPERIMENTS, QuickstartConfig, Stages, finetune_bindings,  # pylint: disable=unused-import
-                                pretrain_bindings)
+from realm_bench.stages import (EXPERIMENTS, QuickstartConfig, Stages, finetune_bindings)  # pylint: disable=unused-import
 
 
 
@@ -63,7 +62,7 @@ def run(*, out_dir, config: QuickstartConfig, world_config) -> list[Path]:
   s, bert, ict = start(out_dir, config, world_config)
   c = config
   if "realm" in c.experiments:
-    realm = s.train("realm_pretrain", ["runs/pretrain.gin"], pretrain_bindings(c, ict, bert))
+    realm = stages_lib.realm_pretrain(s, "realm_pretrain", ict, bert)
     s.recall("realm_recall_dev", "realm", realm)
     _fine_tune_and_evaluate(s, "realm", [], finetune_bindings(c, realm, bert))
   if "orqa" in c.experiments:

@@ -103,9 +103,9 @@ def seed_stages(s: Stages, config: ReproduceConfig) -> None:
   starts = {rows_lib.ICT: ict}
   for p in rows_lib.PRETRAININGS:
     refresh = c.refresh_every * (config.stale_factor if p.stale else 1)
-    starts[p.name] = s.train(f"{p.name}_pretrain", ["runs/pretrain.gin", p.overlay],
-                             stages_lib.pretrain_bindings(c, ict, bert)
-                             + [f"REFRESH_EVERY = {refresh}"], kind="pretrain")
+    starts[p.name] = stages_lib.realm_pretrain(s, f"{p.name}_pretrain", ict, bert,
+                                               overlays=[p.overlay],
+                                               extra=[f"REFRESH_EVERY = {refresh}"])
   tuned = {}
   for system in rows_lib.SYSTEMS:
     if system.recall_of is not None:

@@ -56,10 +56,9 @@ def run_points(s: stages_lib.Stages, *, sweep: SweepConfig, bert: Path, ict: Pat
     if value in reuse:
       pretrain, tuned = reuse[value]
     else:
-      pretrain = s.train(f"{name}_pretrain", ["runs/pretrain.gin"],
-                         stages_lib.pretrain_bindings(c, ict, bert)
-                         + [f"REFRESH_EVERY = {value}", *experiment, *sweep.pretrain_bindings],
-                         kind="pretrain")
+      pretrain = stages_lib.realm_pretrain(
+          s, f"{name}_pretrain", ict, bert,
+          extra=[f"REFRESH_EVERY = {value}", *experiment, *sweep.pretrain_bindings])
     s.recall(f"{name}_recall_dev", sweep.experiment, pretrain)
     if value not in reuse:
       tuned = s.train(f"{name}_finetune", ["runs/finetune.gin"],

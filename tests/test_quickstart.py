@@ -10,7 +10,8 @@ from realm_bench.reporting.records import read_record
 @pytest.mark.slow
 def test_quickstart_writes_records_and_tables(tmp_path, capsys):
   small = [f"--gin.QuickstartConfig.{k}={v}" for k, v in dict(
-      ict_steps=20, pretrain_steps=10, refresh_every=5, finetune_steps=10).items()]
+      ict_steps=20, retriever_warmup_steps=4, pretrain_steps=10, refresh_every=5,
+      finetune_steps=10).items()]
   assert cli.main(["quickstart", "--out", str(tmp_path), "--gin_file", "runs/quickstart.gin",
                    "--gin.QuickstartConfig.world_gin='world/tiny.gin'", *small]) == 0
   runs = tmp_path / "runs"
@@ -21,6 +22,8 @@ def test_quickstart_writes_records_and_tables(tmp_path, capsys):
   assert set(closed.metrics) == {"exact_match"} and len(closed.outcomes) == closed.num_examples
   assert recall.lineage == "realm_pretrain" and "recall@5" in recall.metrics
   assert read_record(runs / "realm_pretrain").stats["num_refreshes"] == 2
+  # REALM's joint phase starts from the retriever's warm-up under BERT's reader.
+  assert read_record(runs / "realm_pretrain").lineage == "realm_pretrain_retriever_warmup"
   assert "Synthetic scale" in (tmp_path / "tables" / "table1.md").read_text()
   printed = capsys.readouterr().out   # the summary, from the records just written
   assert "| REALM − ORQA, EM test |" in printed and "| oracle (gold block) | 100.0 |" in printed

@@ -63,6 +63,18 @@ def test_plan_lists_every_stage_once_per_seed(tmp_path):
   assert sum(p.kind == "pretrain" for p in planned) == 2 * (len(rows.PRETRAININGS) + 2)
 
 
+def test_a_retriever_warmup_precedes_every_realm_pretraining(tmp_path):
+  config = reproduce.ReproduceConfig(seeds=1, sweep_values=(20, 30))
+  planned = reproduce.plan(out_dir=tmp_path, config=config,
+                           stages=QuickstartConfig(retriever_warmup_steps=5))
+  names = [p.name.split("/")[-1] for p in planned]
+  pretrain = [n for n, p in zip(names, planned) if p.kind == "pretrain"]
+  assert len(pretrain) == 2 * (len(rows.PRETRAININGS) + 1)
+  for name in pretrain:
+    if not name.endswith("_retriever_warmup"):
+      assert names.index(f"{name}_retriever_warmup") < names.index(name)
+
+
 @pytest.mark.parametrize("field,value", [("seeds", 0), ("first_seed", -1),
                                          ("stale_factor", 1), ("datasets", ("nq", "squad")),
                                          ("sweep_values", (0, 20))])

@@ -24,7 +24,7 @@ def test_bad_values_exit_nonzero(tmp_path, capsys):
 @pytest.mark.slow
 def test_sweep_records_one_point_per_value(tmp_path, capsys, monkeypatch):
   small = [f"--gin.QuickstartConfig.{k}={v}" for k, v in dict(
-      ict_steps=20, pretrain_steps=8, finetune_steps=6,
+      ict_steps=20, retriever_warmup_steps=4, pretrain_steps=8, finetune_steps=6,
       world_gin="'world/tiny.gin'").items()]
   monkeypatch.chdir(tmp_path)   # a relative --out: records must not name the machine's paths
   argv = ["sweep", "--out", "out", "--gin_file", "experiments/staleness.gin",
