@@ -9,7 +9,7 @@ import optax
 import pytest
 from flax.core import meta
 
-from realm_bench import checkpoints, gin_utils, infer, models
+from realm_bench import checkpoints, gin_utils, infer, models, warm_start as warm_start_lib
 from realm_bench.errors import InputError
 from realm_bench.networks import bert
 from realm_bench.train_state import TrainState
@@ -80,9 +80,9 @@ def test_evaluating_an_old_run_names_the_gin_file_not_another_kind_of_run():
 
 def test_warm_starting_the_span_head_from_an_old_run_names_the_gin_file():
   with pytest.raises(InputError, match="networks_v0.gin"):
-    models.warm_start(_params(True), _params(False), {"span_head": "span_head"})
+    warm_start_lib.warm_start(_params(True), _params(False), {"span_head": "span_head"})
   # The encoders did not change shape: the usual warm starts from old runs still work.
-  models.warm_start(_params(True), _params(False), {"reader": "reader", "retriever": "retriever"})
+  warm_start_lib.warm_start(_params(True), _params(False), {"reader": "reader", "retriever": "retriever"})
 
 
 def test_networks_v0_gin_restores_the_old_networks():

@@ -65,7 +65,8 @@ def _entry_calls(tmp_path):
           pipeline=None, run_dir=run, experiment="realm", dataset="nq",
           **{**common, **kw}),
       "evaluate_retrieval": lambda **kw: eval_lib.evaluate_retrieval(
-          run_dir=run, experiment="realm", dataset="nq", qa_task="t", corpus_task="c",
+          run_dir=run, experiment="realm", dataset="nq", qa_task="realm_bench.synthetic.nq_open",
+          corpus_task="c",
           **{**common, **kw}),
       "infer": lambda **kw: infer.infer(pipeline=None, output=str(tmp_path / "p.jsonl"),
                                         **{**common, **kw}),
