@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import gin
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,8 +12,10 @@ import optax
 import pytest
 from flax.core import meta
 
-from realm_bench import partitioning
+from realm_bench import checkpoints, gin_utils, partitioning, warm_start as warm_start_lib
+from realm_bench.errors import InputError
 from realm_bench.networks import bert, hf_realm, layer_stack
+from realm_bench.train_state import TrainState
 
 CFG = bert.BertConfig(vocab_size=40, hidden_size=16, num_layers=3, num_heads=2, mlp_dim=32,
                       max_len=16, dropout_rate=0.1, init_std=0.2)
@@ -119,3 +122,49 @@ def test_hf_mapping_loads_into_a_scanned_encoder_through_the_converter():
   mapped = hf_realm.bert_params(state, "", num_layers=CFG.num_layers, num_heads=CFG.num_heads)
   np.testing.assert_allclose(_apply(SCANNED, layer_stack.stack_layers(mapped))[1],
                              _apply(CFG, params)[1], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("source_scanned", [True, False])
+def test_warm_start_across_layouts_names_the_knob_unless_converted(source_scanned):
+  plain, stacked = meta.unbox(_init(CFG)), meta.unbox(_init(SCANNED))
+  source, target = (stacked, plain) if source_scanned else (plain, stacked)
+  knob = "scan_layers=True" if source_scanned else "scan_layers=False"
+  with pytest.raises(InputError, match=f"{knob}.*SCAN_LAYERS.*layer_stack") as info:
+    warm_start_lib.warm_start({"bert": target}, {"bert": source}, {"bert": "bert"})
+  assert info.value.field == "warm_starts"
+  convert = layer_stack.unstack_layers if source_scanned else layer_stack.stack_layers
+  out = warm_start_lib.warm_start({"bert": target}, {"bert": convert(source)}, {"bert": "bert"})
+  assert jax.tree.structure(out["bert"]) == jax.tree.structure(target)
+
+
+def test_a_different_layer_count_is_not_mistaken_for_the_scan_layout():
+  deeper = meta.unbox(_init(dataclasses.replace(CFG, num_layers=4)))
+  with pytest.raises(InputError, match="a different model size") as info:
+    warm_start_lib.warm_start({"bert": deeper}, {"bert": meta.unbox(_init(CFG))},
+                              {"bert": "bert"})
+  assert "scan_layers" not in info.value.reason
+
+
+def test_restoring_a_scanned_checkpoint_into_an_unscanned_model_names_the_knob(tmp_path):
+  manager = checkpoints.CheckpointManager(tmp_path)
+  stacked = meta.unbox(_init(SCANNED))
+  manager.save(2, TrainState.create(stacked, optax.adam(1e-3)), {})
+  manager.wait_until_finished()
+  plain_state = TrainState.create(meta.unbox(_init(CFG)), optax.adam(1e-3))
+  with pytest.raises(InputError, match="scan_layers=True.*SCAN_LAYERS") as info:
+    manager.restore(target_state=plain_state)
+  assert "does not fit this model" in info.value.reason
+  restored, _ = manager.restore(target_state=TrainState.create(stacked, optax.adam(1e-3)))
+  jax.tree.map(np.testing.assert_array_equal, restored.params, stacked)
+  manager.close()
+
+
+@pytest.mark.parametrize("size", ["tiny", "small", "base"])
+def test_the_size_files_bind_scan_layers_and_remat_to_macros(size):
+  gin_utils.parse_gin([f"sizes/{size}.gin"], ["SCAN_LAYERS = True", "REMAT = True"])
+  config = bert.BertConfig()
+  assert config.scan_layers and config.remat
+  gin.clear_config()
+  gin_utils.parse_gin([f"sizes/{size}.gin"])
+  assert not bert.BertConfig().scan_layers and not bert.BertConfig().remat
+  gin.clear_config()
