@@ -250,7 +250,8 @@ class CheckpointManager:
     target = param_shapes(target_params)
     name = first_mismatch(saved, target)
     if name is not None:
-      hint = versions.mismatch_hint(name, saved.get(name), target.get(name))
+      hint = versions.mismatch_hint(name, saved.get(name), target.get(name),
+                                   checkpoint_names=saved, model_names=target)
       if hint is not None:
         raise InputError(f"checkpoint does not fit this model: {hint}",
                          path=self.step_dir(step), field=name)

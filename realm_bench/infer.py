@@ -39,7 +39,8 @@ def check_fits(model, pipeline: Pipeline, params, examples, *, where) -> None:
   saved, target = checkpoints.param_shapes(params), checkpoints.param_shapes(wanted)
   name = checkpoints.first_mismatch(saved, target)
   if name is not None:
-    hint = versions.mismatch_hint(name, saved.get(name), target.get(name))
+    hint = versions.mismatch_hint(name, saved.get(name), target.get(name),
+                                 checkpoint_names=saved, model_names=target)
     if hint is not None:
       raise InputError(f"CHECKPOINT_FROM does not fit this model: {hint}", path=where,
                        field=name)

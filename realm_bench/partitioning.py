@@ -13,6 +13,8 @@ Default rules (logical name -> mesh axis, None = replicated):
   kv     -> None    per-head width is small
   vocab  -> model   the embedding / output-softmax table is large
   length -> None    sequence positions stay together
+  layers -> None    the stacked-layer axis of `BertConfig.scan_layers`: scan reads one layer's
+                    slice per step, so every device holds every layer's (sharded) weights
 A logical name with no rule is an error (a typo would otherwise silently replicate).
 The same code runs unchanged on one CPU device: the mesh is then 1x1.
 """
@@ -39,6 +41,7 @@ DEFAULT_LOGICAL_AXIS_RULES: tuple[tuple[str, str | None], ...] = (
     ("kv", None),
     ("vocab", "model"),
     ("length", None),
+    ("layers", None),
 )
 
 

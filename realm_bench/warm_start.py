@@ -49,7 +49,8 @@ def warm_start(params, source, subtrees: dict[str, str], *, where: str = "the wa
     want_shapes, got_shapes = _shapes(want, dest), _shapes(got, dest)
     for name in list(want_shapes) + [n for n in got_shapes if n not in want_shapes]:
       if want_shapes.get(name) != got_shapes.get(name):   # the first in the model's order
-        hint = versions.mismatch_hint(name, got_shapes.get(name), want_shapes.get(name))
+        hint = versions.mismatch_hint(name, got_shapes.get(name), want_shapes.get(name),
+                                       checkpoint_names=got_shapes, model_names=want_shapes)
         if hint is not None:
           raise InputError(f"{where}'s {src!r} does not fit this model's {dest!r}: {hint}",
                            field="warm_starts")

@@ -25,7 +25,7 @@ def test_one_cpu_device_mesh_and_default_rules():
   assert dict(partitioner.mesh.shape) == {"data": 1, "model": 1}
   rules = dict(partitioner.logical_axis_rules)
   assert rules == {"batch": "data", "embed": None, "mlp": "model", "heads": "model", "kv": None,
-                   "vocab": "model", "length": None}
+                   "vocab": "model", "length": None, "layers": None}
 
 
 def test_abstract_params_get_mesh_shardings_from_logical_names():

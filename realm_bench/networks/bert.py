@@ -51,6 +51,12 @@ class BertConfig:
   # backward pass instead of kept. Values are unchanged; at base size on XLA:CPU it costs 26%
   # more FLOPs and does not lower the step's memory yet (benchmarks/README.md, step_memory).
   remat: bool = False
+  # The layer stack as one `nn.scan` over a single layer (t5x/flaxformer's scan_layers): XLA
+  # compiles one layer body instead of num_layers copies, and with `remat` the backward pass
+  # keeps one layer's activations at a time. Parameters are then stacked on a leading
+  # "layers" axis under `layers/` instead of `layer_0` ... `layer_{n-1}`: a different tree,
+  # so runs of the two layouts load into each other only through `networks/layer_stack.py`.
+  scan_layers: bool = False
 
   @property
   def compute_dtype(self):
@@ -166,6 +172,8 @@ class SelfAttention(nn.Module):
 
 class TransformerLayer(nn.Module):
   config: BertConfig
+  # Under nn.scan a layer's output is the scan's carry, paired with a per-layer output (none).
+  scanned: bool = False
 
   @nn.compact
   def __call__(self, x, attention_bias, deterministic: bool):
@@ -178,7 +186,23 @@ class TransformerLayer(nn.Module):
     h = gelu(cfg, h)
     h = Projection(cfg, (cfg.hidden_size,), ("mlp", "embed"), name="mlp_out")(h)
     x = LayerNorm(cfg.layer_norm_eps, name="mlp_norm")(x + drop(h, deterministic=deterministic))
-    return nn.with_logical_constraint(x, ("batch", "length", "embed"))
+    x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+    return (x, None) if self.scanned else x
+
+
+def scanned_layers(cfg: BertConfig, name: str) -> nn.Module:
+  """All layers as one scanned module: remat inside scan (flaxformer's order, so each scan
+  step is checkpointed), params stacked on axis 0 named "layers", and a fresh params and
+  dropout key per layer, as the unscanned stack's per-layer scopes have."""
+  layer = TransformerLayer
+  if cfg.remat:
+    # prevent_cse=False: inside scan, XLA cannot merge the recomputation into the forward pass.
+    layer = nn.remat(layer, static_argnums=(3,), prevent_cse=False)
+  layer = nn.scan(layer, variable_axes={"params": 0},
+                  split_rngs={"params": True, "dropout": True},
+                  in_axes=(nn.broadcast, nn.broadcast), length=cfg.num_layers,
+                  metadata_params={nn.PARTITION_NAME: "layers"})
+  return layer(cfg, scanned=True, name=name)
 
 
 class BertEncoder(nn.Module):
@@ -199,10 +223,13 @@ class BertEncoder(nn.Module):
     self.type_embed = self.param("type_embed", _init((None, "embed"), cfg.init_std),
                                  (cfg.type_vocab_size, cfg.hidden_size), jnp.float32)
     self.embed_norm = LayerNorm(cfg.layer_norm_eps)
-    # `deterministic` (argument 2) is a Python bool: static, so remat traces each branch once.
-    layer = (nn.remat(TransformerLayer, static_argnums=(3,)) if cfg.remat
-             else TransformerLayer)
-    self.layers = [layer(cfg, name=f"layer_{i}") for i in range(cfg.num_layers)]
+    if cfg.scan_layers:
+      self.layers = scanned_layers(cfg, "layers")
+    else:
+      # `deterministic` (argument 2) is a Python bool: static, so remat traces each branch once.
+      layer = (nn.remat(TransformerLayer, static_argnums=(3,)) if cfg.remat
+               else TransformerLayer)
+      self.layers = [layer(cfg, name=f"layer_{i}") for i in range(cfg.num_layers)]
     self.pooler = Projection(cfg, (cfg.hidden_size,), ("embed", "mlp"))
     self.dropout = nn.Dropout(cfg.dropout_rate)
 
@@ -219,8 +246,11 @@ class BertEncoder(nn.Module):
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     # Padding (id 0) is never attended to.
     attention_bias = jnp.where(ids[:, None, None, :] > 0, 0.0, NEG_INF)
-    for layer in self.layers:
-      x = layer(x, attention_bias, deterministic)
+    if cfg.scan_layers:
+      x, _ = self.layers(x, attention_bias, deterministic)
+    else:
+      for layer in self.layers:
+        x = layer(x, attention_bias, deterministic)
     pooled = jnp.tanh(self.pooler(x[:, 0]))
     return (x.reshape(*lead, length, cfg.hidden_size),
             pooled.reshape(*lead, cfg.hidden_size))

@@ -138,6 +138,13 @@ class Corpus:
   def rows(self, block_ids) -> np.ndarray:
     return np.vectorize(self.row_of.__getitem__, otypes=[np.int64])(block_ids)
 
+  # What `pretrain_batch` reads, shared with `token_file.TokenCorpus` (the memory-mapped form).
+  def row(self, block_id: int) -> int:
+    return self.row_of[block_id]
+
+  def body(self, row: int) -> np.ndarray:
+    return self.body_ids[row]
+
   @property
   def max_body_len(self) -> int:
     return max((len(b) for b in self.body_ids), default=0)
@@ -210,10 +217,12 @@ def select_candidates(retrieved_ids: np.ndarray, exclude: np.ndarray, num: int):
   return out
 
 
-def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus: Corpus,
+def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus,
                    specials: Specials, *, query_len: int, max_masks: int,
                    joint_len: int | None = None) -> dict:
   """REALM_BATCH from {"inputs", "targets"} pre-training examples and candidate_ids [B, K-1].
+
+  `corpus`: a `Corpus` or a `token_file.TokenCorpus` (row, body, doc_inputs, max_body_len).
 
   `joint_len` None: the shortest that holds a query and the longest body."""
   b, k1 = candidate_ids.shape
@@ -238,9 +247,9 @@ def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus: 
     for j, block in enumerate(candidate_ids[i], start=1):
       if block < 0:
         continue
-      row = corpus.row_of[int(block)]
+      row = corpus.row(int(block))
       cand_doc_ids[i, j] = corpus.doc_inputs[row]
-      body = np.append(corpus.body_ids[row], specials.sep)
+      body = np.append(corpus.body(row), specials.sep)
       joint_ids[i, j, len(q):len(q) + len(body)] = body
       joint_types[i, j, len(q):len(q) + len(body)] = 1
       valid[i, j] = 1.0

@@ -14,7 +14,7 @@ import gin
 import numpy as np
 
 from realm_bench.iteration import HOST_METRICS_KEY
-from realm_bench.pipelines import base, batching
+from realm_bench.pipelines import base, batching, token_file
 from realm_bench.retrieval.async_refresh import AsyncRefresher
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex, MipsIndex
@@ -43,7 +43,10 @@ class RealmPipeline(base.Pipeline):
     for task in (self.pretrain_task, self.corpus_task):
       base.check_task_vocabulary(task, model.vocabulary)
     self.lengths = sequence_lengths
-    self.corpus = base.load_corpus(self.corpus_task, sequence_lengths)
+    # Candidates are read by row from memory-mapped token files under the run, written once:
+    # the tokenised corpus is 15 GB at paper scale (pipelines/token_file.py).
+    self.corpus = token_file.load_candidates(self.corpus_task, sequence_lengths.block,
+                                             Path(run_dir) / token_file.FOLDER)
     self.examples = base.task_examples(self.pretrain_task, "train",
                                        sequence_lengths.for_queries())
     self.specials = base.specials_of(model.vocabulary)

@@ -1,0 +1,127 @@
+"""The memory-mapped token file REALM pre-training reads its candidates from: the same rows
+as the in-memory corpus, and stale, truncated, damaged or half-written files never read."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from realm_bench.errors import InputError
+from realm_bench.pipelines import base, batching, token_file
+from realm_bench.tasks.data import SequenceLengths
+
+FP = {"format": 1, "task": "t", "block_len": 8}
+SPECIALS = batching.Specials(cls=2, sep=3, mask=4)
+
+
+def _rows(n=10, seed=0):
+  rng = np.random.default_rng(seed)
+  out = []
+  for i in range(n):
+    title, body = rng.integers(5, 50, rng.integers(0, 3)), rng.integers(5, 50, rng.integers(1, 4))
+    inputs = np.concatenate([[2], title, [3], body, [3]]).astype(np.int32)
+    out.append((100 + 7 * i, inputs, 2 + len(title), len(body)))
+  return out
+
+
+def test_rows_read_back_through_a_read_only_memmap(tmp_path):
+  rows = _rows()
+  token_file.write(tmp_path, iter(rows), block_len=8, fingerprint=FP, batch=3)
+  corpus = token_file.open_corpus(tmp_path, FP)
+  assert isinstance(corpus.doc_inputs, np.memmap) and not corpus.doc_inputs.flags.writeable
+  assert corpus.doc_inputs.shape == (10, 8)
+  for r, (block_id, inputs, start, length) in enumerate(rows):
+    assert corpus.row(block_id) == r
+    np.testing.assert_array_equal(corpus.doc_inputs[r, :len(inputs)], inputs)
+    assert not corpus.doc_inputs[r, len(inputs):].any()
+    np.testing.assert_array_equal(corpus.body(r), inputs[start:start + length])
+  assert corpus.max_body_len == max(r[3] for r in rows)
+  np.testing.assert_array_equal(corpus.rows(np.array([[107, 100]])), [[1, 0]])
+  with pytest.raises(KeyError):
+    corpus.row(101)
+
+
+def test_an_empty_corpus_writes_valid_files(tmp_path):
+  token_file.write(tmp_path, iter([]), block_len=8, fingerprint=FP)
+  assert token_file.open_corpus(tmp_path, FP).doc_inputs.shape == (0, 8)
+
+
+def test_a_truncated_file_is_named_and_ensure_rebuilds_it(tmp_path):
+  token_file.write(tmp_path, iter(_rows()), block_len=8, fingerprint=FP)
+  tokens = tmp_path / "tokens.npy"
+  tokens.write_bytes(tokens.read_bytes()[:-40])
+  with pytest.raises(InputError, match="truncated") as info:
+    token_file.open_corpus(tmp_path, FP)
+  assert info.value.path == str(tokens)
+  corpus = token_file.ensure(tmp_path, FP, lambda: iter(_rows()), block_len=8)
+  assert corpus.doc_inputs.shape == (10, 8)
+
+
+def test_a_damaged_file_of_the_right_size_fails_its_checksum(tmp_path):
+  token_file.write(tmp_path, iter(_rows()), block_len=8, fingerprint=FP)
+  body = tmp_path / "body.npy"
+  data = bytearray(body.read_bytes())
+  data[-1] ^= 0xFF
+  body.write_bytes(bytes(data))
+  with pytest.raises(InputError, match="sha256") as info:
+    token_file.open_corpus(tmp_path, FP)
+  assert info.value.path == str(body)
+
+
+def test_a_stale_file_is_refused_by_fingerprint_and_rebuilt_from_the_new_corpus(tmp_path):
+  token_file.write(tmp_path, iter(_rows()), block_len=8, fingerprint=FP)
+  newer = dict(FP, files={"blocks.jsonl": [123, 456]})
+  with pytest.raises(InputError, match="another corpus") as info:
+    token_file.open_corpus(tmp_path, newer)
+  assert info.value.path == str(tmp_path / "manifest.json") and info.value.field == "fingerprint"
+  corpus = token_file.ensure(tmp_path, newer, lambda: iter(_rows(4, seed=1)), block_len=8)
+  assert corpus.doc_inputs.shape == (4, 8)
+  assert json.loads((tmp_path / "manifest.json").read_text())["fingerprint"] == newer
+
+
+def test_an_interrupted_write_leaves_no_file_that_opens(tmp_path):
+  token_file.write(tmp_path, iter(_rows()), block_len=8, fingerprint=FP)
+
+  def failing():
+    yield from _rows(5)
+    raise RuntimeError("killed")
+
+  with pytest.raises(RuntimeError):
+    token_file.write(tmp_path, failing(), block_len=8, fingerprint=FP, batch=2)
+  with pytest.raises(InputError, match="no token-file manifest"):
+    token_file.open_corpus(tmp_path, FP)
+  assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_block_longer_than_the_block_length_is_refused(tmp_path):
+  rows = [(1, np.arange(2, 12, dtype=np.int32), 2, 5)]
+  with pytest.raises(InputError, match="more than the block length 8") as info:
+    token_file.write(tmp_path, iter(rows), block_len=8, fingerprint=FP)
+  assert info.value.field == "BLOCK_LEN"
+
+
+def test_the_corpus_task_gives_the_in_memory_corpus_rows_and_batches(world, tmp_path):
+  from realm_bench import gin_utils  # pylint: disable=g-import-not-at-top
+  gin_utils.parse_gin(["runs/pretrain.gin", "sizes/tiny.gin", "testing/tiny.gin"],
+                      [f"WORLD_DIR = '{world / 'world'}'", f"VOCAB_PATH = '{world / 'vocab.txt'}'",
+                       f"RUN_DIR = '{tmp_path}'", "WARM_START = None"])
+  task, lengths = "realm_bench.synthetic.corpus", SequenceLengths(query=16, block=32)
+  memory = base.load_corpus(task, lengths)
+  mapped = token_file.load_candidates(task, lengths.block, tmp_path / "tokens")
+  np.testing.assert_array_equal(mapped.ids, memory.ids)
+  np.testing.assert_array_equal(mapped.doc_inputs, memory.doc_inputs)
+  for r in range(len(memory.ids)):
+    np.testing.assert_array_equal(mapped.body(r), memory.body_ids[r])
+  assert mapped.max_body_len == memory.max_body_len
+  examples = [{"inputs": np.array([2, 9, 4, 3]), "targets": np.array([0, 0, 11, 0])}] * 2
+  cands = np.stack([memory.ids[[0, 5, 3]], np.append(memory.ids[[7, 1]], -1)])
+  want = batching.pretrain_batch(examples, cands, memory, SPECIALS, query_len=16, max_masks=2)
+  got = batching.pretrain_batch(examples, cands, mapped, SPECIALS, query_len=16, max_masks=2)
+  assert want.keys() == got.keys()
+  for key in want:
+    np.testing.assert_array_equal(got[key], want[key])
+  # A second load reuses the file: nothing is rewritten.
+  stamp = (tmp_path / "tokens" / "tokens.npy").stat().st_mtime_ns
+  token_file.load_candidates(task, lengths.block, tmp_path / "tokens")
+  assert (tmp_path / "tokens" / "tokens.npy").stat().st_mtime_ns == stamp
