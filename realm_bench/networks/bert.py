@@ -49,7 +49,8 @@ class BertConfig:
   layer_norm_eps: float = 1e-12
   # Activation checkpointing: each transformer layer's activations are recomputed in the
   # backward pass instead of kept. Values are unchanged; at base size on XLA:CPU it costs 26%
-  # more FLOPs and does not lower the step's memory yet (benchmarks/README.md, step_memory).
+  # more FLOPs and, unrolled, does not lower the step's memory; inside `scan_layers` it does
+  # (12.6 -> 4.6 GiB at batch 1: benchmarks/README.md, step_memory).
   remat: bool = False
   # The layer stack as one `nn.scan` over a single layer (t5x/flaxformer's scan_layers): XLA
   # compiles one layer body instead of num_layers copies, and with `remat` the backward pass
