@@ -328,3 +328,15 @@ def test_retrieval_scores_are_scaled_and_the_paper_setting_is_the_raw_product(le
   if learned:   # the temperature gets a gradient
     grads = jax.grad(lambda p: scaled.loss_fn(p, batch, jax.random.PRNGKey(1))[0])(scaled_params)
     assert float(abs(grads["score_log_scale"])) > 0
+
+
+@pytest.mark.parametrize("fields, match", [
+    ({"posterior_power": 0.5}, "at least 1"),
+    ({"posterior_power": 2.0, "per_mask_marginal": True}, "per_mask_marginal"),
+    ({"null_prior": 1.0}, r"in \(0, 1\)"),
+])
+def test_realm_objective_knobs_are_checked_naming_the_field(fields, match):
+  with pytest.raises(InputError, match=match) as caught:
+    models.RealmPretrainModel(retriever_config=BertConfig(vocab_size=8),
+                              separate_doc_segments=False, **fields)._pretrain_net()
+  assert caught.value.field.startswith("RealmPretrainModel.")
