@@ -274,6 +274,39 @@ def test_bf16_dots_accumulate_in_fp32_forward_and_backward():
   assert all(e.outvars[0].aval.dtype == jnp.float32 for e in found)
 
 
+def test_bf16_attention_runs_every_dot_in_bf16_on_the_cpu_and_matches_fp32():
+  """The attention's backward dots too: a layout without an XLA:CPU kernel fails at run time."""
+  from realm_bench.networks import bert  # pylint: disable=g-import-not-at-top
+  cfgs = {d: BertConfig(vocab_size=50, hidden_size=16, num_heads=2, dtype=d, dropout_rate=0.0)
+          for d in ("float32", "bfloat16")}
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(2, 5, 16)).astype(np.float32)
+  bias = np.zeros((2, 1, 1, 5), np.float32)
+  layer = bert.SelfAttention(cfgs["float32"])
+  params = layer.init(jax.random.PRNGKey(0), x, bias, True)
+  w = rng.normal(size=(2, 5, 16)).astype(np.float32)
+
+  def loss(cfg):
+    return lambda p, x: jnp.sum(w * bert.SelfAttention(cfg).apply(p, x, bias, True))
+
+  grads = {d: jax.jit(jax.grad(loss(c), argnums=(0, 1)))(params, x) for d, c in cfgs.items()}
+  # One absolute scale for all: the key bias's gradient is zero in exact arithmetic (softmax
+  # ignores a constant per query), so its bf16 rounding noise has no scale of its own.
+  scale = max(float(np.abs(g).max()) for g in jax.tree.leaves(grads["float32"]))
+  for g16, g32 in zip(jax.tree.leaves(grads["bfloat16"]), jax.tree.leaves(grads["float32"])):
+    assert g16.dtype == jnp.float32
+    np.testing.assert_allclose(g16, g32, rtol=0.05, atol=0.02 * scale)
+
+  def dots(jaxpr):
+    yield from (e for e in jaxpr.eqns if e.primitive.name == "dot_general")
+    for sub in jax.extend.core.subjaxprs(jaxpr):
+      yield from dots(sub)
+  found = list(dots(jax.make_jaxpr(jax.grad(loss(cfgs["bfloat16"]), argnums=(0, 1)))(
+      params, x).jaxpr))
+  assert len(found) == 18   # 6 einsums (4 projections, 2 attention), each forward + 2 grads
+  assert all(v.aval.dtype == jnp.bfloat16 for e in found for v in e.invars)
+
+
 def test_mlm_model_loss_is_the_mean_cross_entropy_of_the_masked_slots():
   model = models.MlmModel(config=TINY)
   ids = RNG.integers(5, 50, size=(2, 6)).astype(np.int32)

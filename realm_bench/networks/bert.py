@@ -64,22 +64,18 @@ class BertConfig:
     return jnp.dtype(self.dtype)
 
 
-def einsum(config: BertConfig, eq: str, a, b, *, bf16_backward: bool = True):
+def einsum(config: BertConfig, eq: str, a, b):
   """A two-operand einsum in the config's precision; results (and gradients) in float32.
 
-  float32: a plain einsum. bfloat16 with accumulate_fp32: bf16 x bf16 -> f32, and with
-  `bf16_backward` in the backward pass too (JAX's own rule pairs the f32 cotangent with a bf16
-  operand, so XLA falls back to f32 dots). bfloat16 without accumulate_fp32: plain bf16-output
-  dots. The attention einsums pass bf16_backward=False: XLA:CPU has no bf16 x bf16 -> f32 kernel
-  for one of their gradient layouts ("bqhd,bhqk->bkhd"), and they are a few percent of the FLOPs.
+  float32: a plain einsum. bfloat16 with accumulate_fp32: bf16 x bf16 -> f32 in the backward
+  pass too (JAX's own rule pairs the f32 cotangent with a bf16 operand, so XLA falls back to
+  f32 dots). bfloat16 without accumulate_fp32: plain bf16-output dots.
   """
   dtype = config.compute_dtype
   if dtype == jnp.float32:
     return jnp.einsum(eq, a, b)
   if not config.accumulate_fp32:
     return jnp.einsum(eq, a.astype(dtype), b.astype(dtype)).astype(jnp.float32)
-  if not bf16_backward:
-    return jnp.einsum(eq, a.astype(dtype), b.astype(dtype), preferred_element_type=jnp.float32)
   return _mixed_einsum(eq, dtype.name, a, b)
 
 
@@ -163,10 +159,22 @@ class SelfAttention(nn.Module):
     q = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="query")(x)
     k = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="key")(x)
     v = Projection(cfg, (cfg.num_heads, head_dim), qkv_axes, name="value")(x)
-    logits = einsum(cfg, "bqhd,bkhd->bhqk", q, k, bf16_backward=False) / jnp.sqrt(head_dim)
+    if cfg.compute_dtype != jnp.float32 and cfg.accumulate_fp32:
+      # Heads first ([batch, heads, length, head_dim]) so that every dot of the forward and
+      # backward passes is a batched matmul with the batch axes leading: XLA:CPU has a
+      # bf16 x bf16 -> f32 kernel for that layout, not for all of those of the [b, l, h, d]
+      # einsums below (the value gradient "bqhd,bhqk->bkhd" fails with "Unsupported element
+      # type for DotThunk"). float32 keeps the layout its records were made with.
+      q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
+      eq_logits, eq_ctx = "bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd"
+    else:
+      eq_logits, eq_ctx = "bqhd,bkhd->bhqk", "bhqk,bkhd->bqhd"
+    logits = einsum(cfg, eq_logits, q, k) / jnp.sqrt(head_dim)
     weights = jax.nn.softmax(logits + attention_bias, axis=-1)
     weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=deterministic)
-    ctx = einsum(cfg, "bhqk,bkhd->bqhd", weights, v, bf16_backward=False)
+    ctx = einsum(cfg, eq_ctx, weights, v)
+    if eq_ctx.endswith("bhqd"):
+      ctx = ctx.transpose(0, 2, 1, 3)
     return Projection(cfg, (cfg.hidden_size,), ("heads", "kv", "embed"), contract=2,
                       name="out")(ctx)
 
