@@ -1,12 +1,17 @@
 """A ScaNN index over paper-scale rows (13,353,718 x 128 float32 = 6.8 GB) in bounded memory.
 
-The rows (seeded N(0, I); random rows are the hard case for a partitioned index, since no
-cluster structure lets a query's neighbours sit in few leaves) are written in chunks straight
-into an on-disk .npy (`open_memmap`), so generating them never holds more than one chunk.
+The rows are seeded N(0, I) by default: random rows are the hard case for a partitioned index,
+since no cluster structure lets a query's neighbours sit in few leaves. Real embeddings have
+such structure (topics, entities), so `--rows_per_cluster N --spread S` draws the rows, and the
+queries, from a Gaussian mixture instead (one N(0, I) centre per N rows, each row its centre
+plus N(0, S^2 I); `mips.py`'s data at any size). Either way the rows are written in chunks
+straight into an on-disk .npy (`open_memmap`), so generating them never holds more than one
+chunk.
 `ScannIndex.build` reads that memmap in place; ScaNN copies the rows into its own C++ dataset
 (kept for float32 re-ranking) and, while it trains and hashes, holds about one more buffer of
 the same size, so the build peaks near twice the rows in anonymous memory whatever the
-re-ranking precision; `--reorder_dtype int8` shrinks what stays resident after the build. Recall@10 is measured on held-out random queries against an
+re-ranking precision; `--reorder_dtype int8` shrinks what stays resident after the build.
+Recall@10 is measured on held-out queries (fresh draws from the rows' distribution) against an
 exact top-k computed in chunks over the memmap (`exact_top_k`), inside the build; the same
 ground truth, computed once more here, times exact search and scores a few wider searches
 (2x and 4x `leaves_to_search`) on the same index.
@@ -19,6 +24,7 @@ searcher, not rebuilding it) and checked to return the same neighbours.
 
   python benchmarks/index_scale.py [--rows 13353718] [--dim 128] [--work_dir /tmp]
       [--queries 1000] [--reorder_dtype float32] [--no_save] [--keep]
+      [--rows_per_cluster 0] [--spread 0.5]
 """
 from __future__ import annotations
 
@@ -86,13 +92,32 @@ def _max_rss_gib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
-def write_rows(path: Path, rows: int, dim: int, *, chunk_rows: int, seed: int) -> np.ndarray:
-  """Seeded N(0, I) rows written chunk by chunk into an .npy; returns it read-only mapped."""
+def draw(n: int, dim: int, rng: np.random.Generator, centres: np.ndarray | None,
+         spread: float) -> np.ndarray:
+  """n rows: N(0, I), or a centre plus N(0, spread^2 I) when `centres` are given."""
+  if centres is None:
+    return rng.standard_normal((n, dim), np.float32)
+  out = centres[rng.integers(len(centres), size=n)]
+  out += spread * rng.standard_normal((n, dim), np.float32)
+  return out
+
+
+def mixture_centres(rows: int, dim: int, *, rows_per_cluster: int, seed: int):
+  """The Gaussian mixture's N(0, I) centres (None: unclustered N(0, I) rows)."""
+  if not rows_per_cluster:
+    return None
+  rng = np.random.default_rng([seed, 1])
+  return rng.standard_normal((max(rows // rows_per_cluster, 1), dim), np.float32)
+
+
+def write_rows(path: Path, rows: int, dim: int, *, chunk_rows: int, seed: int,
+               centres: np.ndarray | None = None, spread: float = 0.0) -> np.ndarray:
+  """Seeded rows written chunk by chunk into an .npy; returns it read-only mapped."""
   out = open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, dim))
   rng = np.random.default_rng(seed)
   for start in range(0, rows, chunk_rows):
     m = min(chunk_rows, rows - start)
-    out[start:start + m] = rng.standard_normal((m, dim), np.float32)
+    out[start:start + m] = draw(m, dim, rng, centres, spread)
   out.flush()
   del out
   return np.load(path, mmap_mode="r")
@@ -133,8 +158,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
   p.add_argument("--min_seconds", type=float, default=3.0, help="timing per batch size")
   p.add_argument("--no_save", action="store_true", help="skip the save / load round trip")
   p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+  p.add_argument("--rows_per_cluster", type=int, default=0,
+                 help="clustered rows: one N(0, I) centre per this many rows (0: N(0, I) rows)")
+  p.add_argument("--spread", type=float, default=0.5,
+                 help="with --rows_per_cluster: each row is its centre + N(0, spread^2 I)")
   p.add_argument("--seed", type=int, default=0)
   args = p.parse_args(argv)
+  if args.rows_per_cluster < 0 or args.spread <= 0:
+    raise SystemExit("--rows_per_cluster must be >= 0 and --spread positive")
   if args.rows < 1 or args.dim < 1 or args.queries < 128 or args.chunk_rows < 1:
     raise SystemExit("--rows, --dim, --chunk_rows must be positive and --queries >= 128")
   return args
@@ -165,12 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
   try:
     clock = time.perf_counter()
+    centres = mixture_centres(args.rows, args.dim, rows_per_cluster=args.rows_per_cluster,
+                              seed=args.seed)
     rows = write_rows(work / "rows.npy", args.rows, args.dim, chunk_rows=args.chunk_rows,
-                      seed=args.seed)
+                      seed=args.seed, centres=centres, spread=args.spread)
     report(("rows written to the .npy memmap (s)", f"{time.perf_counter() - clock:.1f}"),
            ("peak RssAnon while writing (GiB)", f"{anon.mark():.2f}"))
-    queries = np.random.default_rng(args.seed + 1).standard_normal(
-        (args.queries, args.dim), np.float32)
+    queries = draw(args.queries, args.dim, np.random.default_rng(args.seed + 1), centres,
+                   args.spread)
     clock = time.perf_counter()
     _, truth = exact_top_k(rows, queries, 10)
     exact_seconds = time.perf_counter() - clock
@@ -184,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report(("ScannIndex build: tree + hashing (s)", f"{m['index_build_seconds']:.1f}"),
            ("recall check inside build: exact top-k + ScaNN search (s)",
             f"{m['recall_seconds']:.1f}"),
-           (f"recall@10, {m['recall_queries']} held-out random queries (manifest)",
+           (f"recall@10, {m['recall_queries']} held-out queries (manifest)",
             f"{m['recall@10']:.4f}"),
            ("peak RssAnon during build + recall check (GiB)", f"{anon.mark():.2f}"),
            ("RssAnon after the build (GiB)", f"{_status_bytes('RssAnon') / GIB:.2f}"),
@@ -228,8 +261,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(f"command: `{command}`")
   print(f"load average (1 min) at start {load_start:.2f}, at end {os.getloadavg()[0]:.2f}, "
         f"on {os.cpu_count()} CPUs; ru_maxrss {_max_rss_gib():.2f} GiB")
-  print(f"{args.rows:,} x {args.dim} float32 = {args.rows * args.dim * 4 / GIB:.2f} GiB; "
-        f"reorder_dtype {args.reorder_dtype}")
+  rows_kind = (f"clustered ({args.rows_per_cluster} per N(0, I) centre, spread {args.spread})"
+               if args.rows_per_cluster else "N(0, I)")
+  print(f"{args.rows:,} x {args.dim} float32 {rows_kind} = "
+        f"{args.rows * args.dim * 4 / GIB:.2f} GiB; reorder_dtype {args.reorder_dtype}")
   print()
   print("| measure | value |")
   print("|---|---:|")
