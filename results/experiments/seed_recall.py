@@ -1,0 +1,65 @@
+"""Recall@5 of REALM-stage variants against ICT over worlds and seeds, in markdown.
+
+  python results/experiments/seed_recall.py REFERENCE GROUP=RUN,RUN,... [GROUP=...] -- OUT ...
+
+Each OUT is a world's experiment folder (its `runs/` holds the recall records); REFERENCE is
+the recall run every variant is paired with (the world's ICT, `ict_recall_dev`); a GROUP lists
+the recall runs of one recipe, one per seed. Prints, per group, every run's Recall@5 and its
+paired difference from the reference (points +- SE over the same questions), then the mean
+difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
+the world means (the conservative one: worlds are the units a recipe must hold on).
+"""
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from realm_bench.reporting import summary
+from realm_bench.reporting.records import RECORD_NAME, read_record
+
+
+def _interval(values):
+  values = np.asarray(values, float)
+  if len(values) < 2:
+    return math.nan, math.nan
+  half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
+  return values.mean() - half, values.mean() + half
+
+
+def main(reference, groups, outs):
+  for group, runs in groups:
+    print(f"\n{group}\n")
+    print("| world | run | R@5 | reference R@5 | difference |")
+    print("|---|---|---:|---:|---:|")
+    diffs, world_means = [], []
+    for out in outs:
+      ref = read_record(Path(out) / "runs" / reference / RECORD_NAME)
+      here = []
+      for run in runs:
+        path = Path(out) / "runs" / run / RECORD_NAME
+        if not path.exists():
+          continue
+        rec = read_record(path)
+        d, se = summary.paired_difference(rec, ref)
+        here.append(d)
+        print(f"| {Path(out).name} | {run} | {rec.metrics['recall@5']:.1f} | "
+              f"{ref.metrics['recall@5']:.1f} | {d:+.1f} ± {se:.1f} |")
+      diffs += here
+      if here:
+        world_means.append(float(np.mean(here)))
+    lo, hi = _interval(diffs)
+    wlo, whi = _interval(world_means)
+    print(f"\nmean difference {np.mean(diffs):+.2f} over {len(diffs)} runs, 95% interval over "
+          f"runs [{lo:+.2f}, {hi:+.2f}]; over the {len(world_means)} world means "
+          f"[{wlo:+.2f}, {whi:+.2f}]")
+
+
+if __name__ == "__main__":
+  args = sys.argv[1:]
+  if "--" not in args or len(args) < 4:
+    sys.exit(__doc__)
+  cut = args.index("--")
+  ref, specs, outs = args[0], args[1:cut], args[cut + 1:]
+  main(ref, [(s.split("=", 1)[0], s.split("=", 1)[1].split(",")) for s in specs], outs)
