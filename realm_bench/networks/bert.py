@@ -163,7 +163,7 @@ class SelfAttention(nn.Module):
       # Heads first ([batch, heads, length, head_dim]) so that every dot of the forward and
       # backward passes is a batched matmul with the batch axes leading: XLA:CPU has a
       # bf16 x bf16 -> f32 kernel for that layout, not for all of those of the [b, l, h, d]
-      # einsums below (the value gradient "bqhd,bhqk->bkhd" fails with "Unsupported element
+      # einsums below (the key gradient "bqhd,bhqk->bkhd" fails with "Unsupported element
       # type for DotThunk"). float32 keeps the layout its records were made with.
       q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
       eq_logits, eq_ctx = "bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd"
