@@ -31,17 +31,17 @@ from pathlib import Path
 
 import gin
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax.core import meta
 
-from realm_bench import checkpoints, gin_utils, objectives
+from realm_bench import checkpoints, gin_utils
 from realm_bench import stages as stages_lib
 from realm_bench import warm_start as warm_start_lib
 from realm_bench.pipelines import base, batching
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex
 from realm_bench.tasks.data import SequenceLengths
+from source_supervised import source_block_cross_entropy  # this folder
 
 
 def _flat(tree) -> np.ndarray:
@@ -73,11 +73,7 @@ def setup(out: Path):
 
 def source_loss(model, params, batch, rng):
   scores, _ = model._forward(params, batch, rng)  # pylint: disable=protected-access
-  log_pz = objectives.masked_log_softmax(scores, batch["cand_valid"] > 0)
-  is_source = batch["cand_is_source"] > 0
-  present = jnp.any(is_source, axis=-1)
-  picked = jnp.sum(jnp.where(is_source, log_pz, 0.0), axis=-1)
-  return -jnp.sum(jnp.where(present, picked, 0.0)) / jnp.maximum(jnp.sum(present), 1.0)
+  return source_block_cross_entropy(scores, batch)
 
 
 def main(out: Path, run_dir: Path | None, num_sentences: int, batch_size: int) -> None:

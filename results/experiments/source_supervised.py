@@ -15,14 +15,19 @@ import jax.numpy as jnp
 from realm_bench import models, objectives
 
 
-def source_cross_entropy(self, params, batch, dropout_rng):
-  loss, metrics = ORIGINAL(self, params, batch, dropout_rng)
-  scores, _ = self._forward(params, batch, dropout_rng)
+def source_block_cross_entropy(scores, batch):
+  """-log p(source block | x) over the candidates, averaged over the examples that have it."""
   log_pz = objectives.masked_log_softmax(scores, batch["cand_valid"] > 0)
   is_source = batch["cand_is_source"] > 0
   present = jnp.any(is_source, axis=-1)
   picked = jnp.sum(jnp.where(is_source, log_pz, 0.0), axis=-1)
-  loss = -jnp.sum(jnp.where(present, picked, 0.0)) / jnp.maximum(jnp.sum(present), 1.0)
+  return -jnp.sum(jnp.where(present, picked, 0.0)) / jnp.maximum(jnp.sum(present), 1.0)
+
+
+def source_cross_entropy(self, params, batch, dropout_rng):
+  _, metrics = ORIGINAL(self, params, batch, dropout_rng)
+  scores, _ = self._forward(params, batch, dropout_rng)
+  loss = source_block_cross_entropy(scores, batch)
   return loss, dict(metrics, source_cross_entropy=loss)
 
 
