@@ -80,6 +80,10 @@ class WorldConfig:
       sentence for the pseudo-query and one to keep.
     pretrain_sentences_per_fact: pre-training sentences restating each major fact (distinct
       pre-training templates).
+    pretrain_question_sentences_per_fact: how many of those are written as a question and its
+      answer (the `faq` templates), so that REALM's pre-training queries share the form of the
+      questions a retriever is tested on, as real web text does; 0 keeps every sentence
+      declarative (the world of generator 3, byte for byte).
     minor_pretrain_sentences_per_fact: the same for minor facts (0: minor facts are only in the
       corpus).
     dev_fraction, test_fraction: fractions of major facts held out as dev and test questions.
@@ -101,6 +105,7 @@ class WorldConfig:
       default_factory=lambda: {"person": 12, "place": 5, "organisation": 6})
   facts_per_block: int = 2
   pretrain_sentences_per_fact: int = 2
+  pretrain_question_sentences_per_fact: int = 0
   minor_pretrain_sentences_per_fact: int = 0
   dev_fraction: float = 0.3
   test_fraction: float = 0.3
@@ -126,6 +131,7 @@ class Relation:
   pretrain: tuple[str, ...]
   ask_corpus: tuple[str, ...] = ()
   ask_pretrain: tuple[str, ...] = ()
+  faq: tuple[str, ...] = ()
 
   @property
   def major(self) -> bool:
@@ -134,7 +140,8 @@ class Relation:
 
 def _relations(table: dict) -> dict[str, Relation]:
   return {name: Relation(name, spec["kind"], spec["object"], spec["corpus"], spec["pretrain"],
-                         spec.get("ask_corpus", ()), spec.get("ask_pretrain", ()))
+                         spec.get("ask_corpus", ()), spec.get("ask_pretrain", ()),
+                         spec.get("faq", ()))
           for name, spec in table.items()}
 
 
@@ -146,6 +153,7 @@ MINORS_OF = {k: [r for r in MINOR_RELATIONS if MINOR_RELATIONS[r].subject_kind =
              for k in KINDS}
 MAX_PRETRAIN_SENTENCES = min(len(r.pretrain) for r in RELATIONS.values())
 MAX_MINOR_PRETRAIN_SENTENCES = min(len(r.pretrain) for r in MINOR_RELATIONS.values())
+MAX_PRETRAIN_QUESTION_SENTENCES = min(len(r.faq) for r in RELATIONS.values())
 MAX_QUESTIONS_PER_FACT = min(len(r.ask_corpus) + len(r.ask_pretrain) for r in RELATIONS.values())
 
 
@@ -250,6 +258,7 @@ def _validate(config: WorldConfig) -> None:
 
   for field in ("seed", "num_people", "num_places", "num_organisations", "num_regions",
                 "facts_per_block", "pretrain_sentences_per_fact",
+                "pretrain_question_sentences_per_fact",
                 "minor_pretrain_sentences_per_fact", "train_questions_per_fact",
                 "first_birth_year", "last_birth_year"):
     value = getattr(config, field)
@@ -277,6 +286,10 @@ def _validate(config: WorldConfig) -> None:
     least = 0 if field.startswith("minor") else 1
     if not least <= getattr(config, field) <= most:
       bad(field, f"must be between {least} and {most} (one per distinct template)")
+  most = min(config.pretrain_sentences_per_fact, MAX_PRETRAIN_QUESTION_SENTENCES)
+  if not 0 <= config.pretrain_question_sentences_per_fact <= most:
+    bad("pretrain_question_sentences_per_fact", f"must be between 0 and {most} (at most "
+        f"pretrain_sentences_per_fact, and one per distinct question-form template)")
   if config.last_birth_year <= config.first_birth_year:
     bad("last_birth_year", "must be after first_birth_year")
   for field in ("distractor_fraction", "dev_fraction", "test_fraction", "accent_fraction",
@@ -340,7 +353,11 @@ def _pretrain_sentences(rng: random.Random, config: WorldConfig, facts: list[Fac
     relation = ALL_RELATIONS[fact.relation]
     count = (config.pretrain_sentences_per_fact if fact.major
              else config.minor_pretrain_sentences_per_fact)
-    for template in rng.sample(relation.pretrain, count):
+    questions = config.pretrain_question_sentences_per_fact if fact.major else 0
+    templates = rng.sample(relation.pretrain, count - questions)
+    if questions:
+      templates += rng.sample(relation.faq, questions)
+    for template in templates:
       sentence, s, o = render(template, fact.subject.name, fact.value)
       spans = [{"start": o[0], "end": o[1],
                 "kind": "date" if relation.object_type == "year" else "entity"}]

@@ -8,6 +8,9 @@ Every relation has a corpus phrasing family (C) and a pre-training family (P) wi
 content words. A major relation (one that questions ask) also has two question families:
 `ask_corpus` uses C's content words, `ask_pretrain` only P's, so word overlap with the corpus
 tells a retriever which of an entity's blocks holds the fact for the first family only.
+A major relation's `faq` family restates a fact as a question and its answer (a FAQ page's
+form) in P's words, phrased unlike either question family, for pre-training text that shares
+the questions' form (`WorldConfig.pretrain_question_sentences_per_fact`).
 Questions are written in Natural Questions style (lower case, no "?") and restyled per
 benchmark. In every family at most about a third of the templates start with the subject.
 """
@@ -25,7 +28,9 @@ MAJOR = {
         ask_corpus=("when was {s} born", "{s} was born in what year",
                     "in what year was {s} born"),
         ask_pretrain=("what year did {s} come into the world", "{s} came into the world when",
-                      "what was the year of the birth of {s}")),
+                      "what was the year of the birth of {s}"),
+        faq=("When did {s} come into the world? In {o}.",
+             "The birth of {s} came in which year? In {o}.")),
     "birthplace": dict(
         kind="person", object="place",
         corpus=("{s} is a proud native of {o}.", "A lifelong native of {o} is {s}.",
@@ -36,7 +41,9 @@ MAJOR = {
         ask_corpus=("what is the hometown of {s}", "{s} is a native of which town",
                     "which town is the hometown of {s}"),
         ask_pretrain=("where was {s} born", "{s} was born in which town",
-                      "what is the birthplace of {s}")),
+                      "what is the birthplace of {s}"),
+        faq=("In which town was {s} born? In {o}.",
+             "Where is the birthplace of {s}? The town of {o}.")),
     "occupation": dict(
         kind="person", object="occupation",
         corpus=("{s} was {a} skilled {o} by trade.", "By trade, {s} was {a} {o} for life.",
@@ -47,7 +54,9 @@ MAJOR = {
         ask_corpus=("what was the trade of {s}", "{s} was what by trade",
                     "by trade what was {s}"),
         ask_pretrain=("what did {s} do for a living", "{s} earned a living as what",
-                      "what was the profession of {s}")),
+                      "what was the profession of {s}"),
+        faq=("How did {s} earn a living? As {a} {o}.",
+             "What profession did {s} have? That of {a} {o}.")),
     "employer": dict(
         kind="person", object="organisation",
         corpus=("{s} was employed by {o}.", "The staff of {o} included {s}.",
@@ -57,7 +66,8 @@ MAJOR = {
         ask_corpus=("who employed {s}", "{s} was employed by whom",
                     "the staff of which firm included {s}"),
         ask_pretrain=("who did {s} work for", "{s} worked for which firm",
-                      "who was the employer of {s}")),
+                      "who was the employer of {s}"),
+        faq=("Which firm did {s} work for? It was {o}.", "Where did {s} find work? At {o}.")),
     # Places.
     "region": dict(
         kind="place", object="region",
@@ -68,7 +78,9 @@ MAJOR = {
         ask_corpus=("where is {s} situated", "{s} is situated in which region",
                     "in which region is {s} situated"),
         ask_pretrain=("what region is {s} part of", "{s} belongs to which region",
-                      "which region includes {s}")),
+                      "which region includes {s}"),
+        faq=("Which region is {s} part of? The region of {o}.",
+             "What region does {s} belong to? It is {o}.")),
     "settled_year": dict(
         kind="place", object="year",
         corpus=("{s} was first settled in {o}.", "Settlers settled {s} in {o}.",
@@ -78,7 +90,9 @@ MAJOR = {
         ask_corpus=("when was {s} settled", "{s} was first settled in what year",
                     "in what year was {s} settled"),
         ask_pretrain=("when was {s} founded", "{s} was founded in what year",
-                      "in what year was {s} founded")),
+                      "in what year was {s} founded"),
+        faq=("What was the founding year of {s}? It was {o}.",
+             "When was the founding of {s}? It was {o}.")),
     "mayor": dict(
         kind="place", object="person",
         corpus=("The mayor of {s} is {o}.", "{o} is mayor of {s}.",
@@ -88,7 +102,8 @@ MAJOR = {
         ask_corpus=("who is the mayor of {s}", "{s} has whom as mayor",
                     "as mayor who serves {s}"),
         ask_pretrain=("who governs {s}", "{s} is governed by whom",
-                      "who is the leader of {s}")),
+                      "who is the leader of {s}"),
+        faq=("Who is the present leader of {s}? It is {o}.", "By whom is {s} governed? By {o}.")),
     # Organisations.
     "founder": dict(
         kind="organisation", object="person",
@@ -97,7 +112,8 @@ MAJOR = {
         pretrain=("{o} started {s}.", "{s} was started by {o}.", "{s} was created by {o}.",
                   "It was {o} who created {s}."),
         ask_corpus=("who founded {s}", "{s} was founded by whom", "who was the founder of {s}"),
-        ask_pretrain=("who started {s}", "{s} was created by whom", "who created {s}")),
+        ask_pretrain=("who started {s}", "{s} was created by whom", "who created {s}"),
+        faq=("Who was it that started {s}? It was {o}.", "By whom was {s} created? By {o}.")),
     "founding_year": dict(
         kind="organisation", object="year",
         corpus=("{s} was formally established in {o}.", "In {o}, {s} was established officially.",
@@ -107,7 +123,9 @@ MAJOR = {
         ask_corpus=("when was {s} established", "{s} was established in what year",
                     "in what year was {s} established"),
         ask_pretrain=("when did {s} open its doors", "{s} began trading in what year",
-                      "in what year did {s} begin trading")),
+                      "in what year did {s} begin trading"),
+        faq=("What year did {s} open its doors? In {o}.",
+             "When did {s} first begin trading? In {o}.")),
     "headquarters": dict(
         kind="organisation", object="place",
         corpus=("{s} is headquartered today in {o}.", "{s} keeps a head office in {o}.",
@@ -117,7 +135,8 @@ MAJOR = {
         ask_corpus=("where is {s} headquartered", "{s} has its head office where",
                     "where is the head office of {s}"),
         ask_pretrain=("where is {s} based", "{s} is based in which town",
-                      "in what town is {s} based")),
+                      "in what town is {s} based"),
+        faq=("Which town is {s} based in? It is {o}.", "Where is the base of {s}? In {o}.")),
     "industry": dict(
         kind="organisation", object="industry",
         corpus=("{s} is a name in the {o} industry.", "Within the {o} industry is {s}.",
@@ -127,7 +146,8 @@ MAJOR = {
         ask_corpus=("what industry is {s} in", "{s} is in which industry",
                     "in what industry is {s}"),
         ask_pretrain=("what business is {s} in", "{s} does what business",
-                      "what is the business of {s}")),
+                      "what is the business of {s}"),
+        faq=("Which business does {s} do? It does {o}.", "In what business is {s} known? In {o}.")),
 }
 
 # ----------------------------------------------------------------------------- minor relations

@@ -402,6 +402,36 @@ def test_minor_pretrain_sentences_knob(tiny_config, tmp_path):
   assert sum(s["block_id"] in minor_blocks for s in sentences) >= len(minor_facts_of(tmp_path))
 
 
+def test_question_form_pretrain_sentences_knob(tiny_config, tmp_path):
+  config = dataclasses.replace(tiny_config, pretrain_question_sentences_per_fact=1)
+  world.generate(out_dir=tmp_path, config=config)
+  sentences = rows(tmp_path / "pretrain/sentences.jsonl")
+  facts = facts_of(tmp_path)
+  # The same number of sentences, one per major fact now a question and its answer.
+  assert len(sentences) == len(facts) * config.pretrain_sentences_per_fact
+  asked = [s for s in sentences if "? " in s["text"]]
+  assert len(asked) == len(facts)
+  by_block = {}
+  for s in asked:
+    by_block.setdefault(s["block_id"], []).append(s)
+    span = next(sp for sp in s["spans"] if sp["start"] > s["text"].index("?"))
+    assert span["end"] == len(s["text"]) - 1   # the answer, masked, ends the sentence
+  assert sorted(by_block) == sorted(f["block_id"] for f in facts)
+
+
+def test_question_form_templates_are_not_the_questions():
+  """A FAQ sentence shares the questions' form, never a question's wording: pre-training must
+  not hand the retriever the test questions."""
+  for r in world.RELATIONS.values():
+    assert len(r.faq) >= 2, r.name
+    asks = [a.lower() for a in r.ask_corpus + r.ask_pretrain]
+    for template in r.faq:
+      question, answer = template.split("? ")
+      assert "{o}" in answer and "{o}" not in question, template
+      q = question.lower()
+      assert not any(q in a or a in q for a in asks), (r.name, template)
+
+
 # ----------------------------------------------------------------------------- splits and sizes
 
 def test_splits_partition_facts_alike_for_every_benchmark(tiny):
@@ -472,6 +502,9 @@ def test_shared_attribute_values(tiny):
     (dict(minor_facts_per_entity={"person": 2}), "minor_facts_per_entity"),
     (dict(question_corpus_overlap=1.5), "question_corpus_overlap"),
     (dict(minor_pretrain_sentences_per_fact=9), "minor_pretrain_sentences_per_fact"),
+    (dict(pretrain_question_sentences_per_fact=3), "pretrain_question_sentences_per_fact"),
+    (dict(pretrain_sentences_per_fact=1, pretrain_question_sentences_per_fact=2),
+     "pretrain_question_sentences_per_fact"),
 ])
 def test_bad_configs_are_refused(tiny_config, tmp_path, change, field):
   with pytest.raises(InputError, match=f"WorldConfig.{field}"):
