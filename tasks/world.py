@@ -82,8 +82,8 @@ class WorldConfig:
       pre-training templates).
     pretrain_question_sentences_per_fact: how many of those are written as a question and its
       answer (the `faq` templates), so that REALM's pre-training queries share the form of the
-      questions a retriever is tested on, as real web text does; 0 keeps every sentence
-      declarative (the world of generator 3, byte for byte).
+      questions a retriever is tested on, as real web text does. Only those sentences change:
+      corpus, splits and questions are the same as at 0 (generator 3's world, byte for byte).
     minor_pretrain_sentences_per_fact: the same for minor facts (0: minor facts are only in the
       corpus).
     dev_fraction, test_fraction: fractions of major facts held out as dev and test questions.
@@ -348,15 +348,16 @@ def _pretrain_sentences(rng: random.Random, config: WorldConfig, facts: list[Fac
   holders: dict[tuple[str, str], int] = {}
   for fact in facts:
     holders[(fact.relation, fact.value)] = holders.get((fact.relation, fact.value), 0) + 1
+  faq_rng = random.Random(f"{config.seed}/faq")
   rows = []
   for fact in facts:
     relation = ALL_RELATIONS[fact.relation]
     count = (config.pretrain_sentences_per_fact if fact.major
              else config.minor_pretrain_sentences_per_fact)
+    templates = rng.sample(relation.pretrain, count)
     questions = config.pretrain_question_sentences_per_fact if fact.major else 0
-    templates = rng.sample(relation.pretrain, count - questions)
-    if questions:
-      templates += rng.sample(relation.faq, questions)
+    if questions:   # from a stream of their own, so the rest of the world stays the same
+      templates[count - questions:] = faq_rng.sample(relation.faq, questions)
     for template in templates:
       sentence, s, o = render(template, fact.subject.name, fact.value)
       spans = [{"start": o[0], "end": o[1],
