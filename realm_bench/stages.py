@@ -191,18 +191,24 @@ def use_compile_cache(out: Path) -> None:
 
 def make_world(s: Stages, world_config) -> None:
   """The synthetic world and its WordPiece vocabulary, unless they exist. A world folder made
-  from another world seed is refused, not silently reused."""
+  with another world config is refused, not silently reused."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
   from realm_bench.errors import InputError  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
   manifest = s.world / "manifest.json"
   if manifest.exists():
-    made_with = json.loads(manifest.read_text(encoding="utf-8")).get("seed")
-    if made_with != world_config.seed:
-      raise InputError(f"this folder's world was made with world seed {made_with}, not "
-                       f"{world_config.seed}; use another --out", path=s.world,
-                       field="WorldConfig.seed")
+    wanted = json.loads(json.dumps(dataclasses.asdict(world_config)))
+    # A field a folder's manifest predates had its default then.
+    made = {**json.loads(json.dumps(dataclasses.asdict(world_lib.WorldConfig()))),
+            **json.loads(manifest.read_text(encoding="utf-8")).get("config", {})}
+    differ = [k for k in wanted if made.get(k) != wanted[k]]
+    if differ:
+      k = differ[0]
+      raise InputError(f"this folder's world was made with {k} = {made.get(k)!r}, not "
+                       f"{wanted[k]!r}; use another --out", path=s.world,
+                       field=f"WorldConfig.{k}")
   else:
     s.say(f"generating the synthetic world ({s.config.world_gin}, seed {world_config.seed})")
     world_lib.generate(out_dir=s.world, config=world_config)

@@ -141,3 +141,20 @@ def test_a_world_of_another_seed_is_refused(tmp_path):
   s = stages_lib.Stages(tmp_path, QuickstartConfig())
   with pytest.raises(InputError, match="WorldConfig.seed"):
     stages_lib.make_world(s, world_lib.WorldConfig(seed=1))
+
+
+def test_a_world_of_another_config_is_refused(tmp_path):
+  """Same seed, another knob: reusing the folder would train on the wrong world."""
+  import dataclasses
+  import json
+  from realm_bench import stages as stages_lib
+  from realm_bench.tasks import world as world_lib
+  (tmp_path / "world").mkdir()
+  config = dataclasses.asdict(world_lib.WorldConfig())
+  del config["pretrain_question_sentences_per_fact"]   # a manifest older than the field
+  (tmp_path / "world" / "manifest.json").write_text(json.dumps({"seed": 0, "config": config}))
+  (tmp_path / "vocab.txt").write_text("[PAD]\n")
+  s = stages_lib.Stages(tmp_path, QuickstartConfig())
+  stages_lib.make_world(s, world_lib.WorldConfig())   # the field's default: the same world
+  with pytest.raises(InputError, match="WorldConfig.pretrain_question_sentences_per_fact"):
+    stages_lib.make_world(s, world_lib.WorldConfig(pretrain_question_sentences_per_fact=1))
