@@ -1,6 +1,7 @@
 """Recall@5 of REALM-stage variants against ICT over worlds and seeds, in markdown.
 
-  python results/experiments/seed_recall.py REFERENCE GROUP=RUN,RUN,... [GROUP=...] -- OUT ...
+  python results/experiments/seed_recall.py REFERENCE GROUP=RUN,RUN,... [GROUP=...] \
+      [--versus GROUP_A:GROUP_B] -- OUT ...
 
 Each OUT is a world's experiment folder (its `runs/` holds the recall records); REFERENCE is
 the recall run every variant is paired with (the world's ICT, `ict_recall_dev`); a GROUP lists
@@ -8,6 +9,9 @@ the recall runs of one recipe, one per seed. Prints, per group, every run's Reca
 paired difference from the reference (points +- SE over the same questions), then the mean
 difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
 the world means (the conservative one: worlds are the units a recipe must hold on).
+`--versus A:B` also pairs two recipes directly, run by run (the n-th run of A with the n-th of
+B, i.e. the same seed), for a difference between recipes that does not go through the
+reference's own noise.
 """
 import math
 import sys
@@ -28,32 +32,40 @@ def _interval(values):
   return values.mean() - half, values.mean() + half
 
 
-def main(reference, groups, outs):
+def main(reference, groups, outs, versus=()):
+  for a, b in versus:
+    runs = dict(groups)
+    _differences(f"{a} - {b}", outs, [(x, y) for x, y in zip(runs[a], runs[b])])
   for group, runs in groups:
-    print(f"\n{group}\n")
-    print("| world | run | R@5 | reference R@5 | difference |")
-    print("|---|---|---:|---:|---:|")
-    diffs, world_means = [], []
-    for out in outs:
-      ref = read_record(Path(out) / "runs" / reference / RECORD_NAME)
-      here = []
-      for run in runs:
-        path = Path(out) / "runs" / run / RECORD_NAME
-        if not path.exists():
-          continue
-        rec = read_record(path)
-        d, se = summary.paired_difference(rec, ref)
-        here.append(d)
-        print(f"| {Path(out).name} | {run} | {rec.metrics['recall@5']:.1f} | "
-              f"{ref.metrics['recall@5']:.1f} | {d:+.1f} ± {se:.1f} |")
-      diffs += here
-      if here:
-        world_means.append(float(np.mean(here)))
-    lo, hi = _interval(diffs)
-    wlo, whi = _interval(world_means)
-    print(f"\nmean difference {np.mean(diffs):+.2f} over {len(diffs)} runs, 95% interval over "
-          f"runs [{lo:+.2f}, {hi:+.2f}]; over the {len(world_means)} world means "
-          f"[{wlo:+.2f}, {whi:+.2f}]")
+    _differences(group, outs, [(run, reference) for run in runs])
+
+
+def _differences(title, outs, pairs):
+  """Each OUT's paired differences of the (run, against) pairs, and their intervals."""
+  print(f"\n{title}\n")
+  print("| world | run | R@5 | against R@5 | difference |")
+  print("|---|---|---:|---:|---:|")
+  diffs, world_means = [], []
+  for out in outs:
+    here = []
+    for run, against in pairs:
+      path = Path(out) / "runs" / run / RECORD_NAME
+      if not path.exists() or not (Path(out) / "runs" / against / RECORD_NAME).exists():
+        continue
+      rec = read_record(path)
+      ref = read_record(Path(out) / "runs" / against / RECORD_NAME)
+      d, se = summary.paired_difference(rec, ref)
+      here.append(d)
+      print(f"| {Path(out).name} | {run} | {rec.metrics['recall@5']:.1f} | "
+            f"{ref.metrics['recall@5']:.1f} | {d:+.1f} ± {se:.1f} |")
+    diffs += here
+    if here:
+      world_means.append(float(np.mean(here)))
+  lo, hi = _interval(diffs)
+  wlo, whi = _interval(world_means)
+  print(f"\nmean difference {np.mean(diffs):+.2f} over {len(diffs)} runs, 95% interval over "
+        f"runs [{lo:+.2f}, {hi:+.2f}]; over the {len(world_means)} world means "
+        f"[{wlo:+.2f}, {whi:+.2f}]")
 
 
 if __name__ == "__main__":
@@ -62,4 +74,7 @@ if __name__ == "__main__":
     sys.exit(__doc__)
   cut = args.index("--")
   ref, specs, outs = args[0], args[1:cut], args[cut + 1:]
-  main(ref, [(s.split("=", 1)[0], s.split("=", 1)[1].split(",")) for s in specs], outs)
+  pairs = [tuple(specs[i + 1].split(":")) for i, s in enumerate(specs) if s == "--versus"]
+  specs = [s for i, s in enumerate(specs)
+           if s != "--versus" and (i == 0 or specs[i - 1] != "--versus")]
+  main(ref, [(s.split("=", 1)[0], s.split("=", 1)[1].split(",")) for s in specs], outs, pairs)
