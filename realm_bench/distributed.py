@@ -18,6 +18,9 @@ shards. This module is the only place that knows about it:
   process-major, which `jax.make_mesh` over `jax.devices()` is.
 - `row_range`: the contiguous block of corpus rows a process embeds and searches.
 - `is_primary`: process 0 writes records, logs and other single-copy files.
+- `allgather`, `barrier`, `host_local`: the few host-side collectives the index refresh needs
+  (every process calls them at the same point, as it calls the training step). They are
+  no-ops in a one-process run, so that path stays what it was.
 """
 from __future__ import annotations
 
@@ -175,6 +178,43 @@ def process_count() -> int:
 def is_primary() -> bool:
   """Process 0: the one that writes records, metrics, configs and other single-copy files."""
   return process_index() == 0
+
+
+def allgather(local) -> np.ndarray:
+  """[processes, ...]: every process's `local` (a small host array), on every process."""
+  local = np.asarray(local)
+  if process_count() == 1:
+    return local[None]
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  return np.asarray(multihost_utils.process_allgather(local, tiled=False))
+
+
+def barrier(name: str) -> None:
+  """Waits until every process has reached the barrier of this `name`: a file one process
+  writes on the shared run folder is there for the others after it."""
+  if process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    multihost_utils.sync_global_devices(name)
+
+
+def host_local(tree) -> Any:
+  """A numpy copy of a tree of (possibly global) arrays, whole on every process.
+
+  What a computation that differs per process (embedding this host's rows of the corpus)
+  needs: global parameters would make it an SPMD program over every host's devices, which
+  assumes the same inputs everywhere. Leaves another process holds part of are gathered, so
+  every process must call this at the same point when any leaf is sharded across processes.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+
+  def to_host(leaf):
+    if isinstance(leaf, jax.Array) and not (leaf.is_fully_addressable
+                                            or leaf.is_fully_replicated):
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
+    return np.asarray(leaf)
+
+  return jax.tree.map(to_host, tree)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,12 +3,14 @@ as 2 processes x 4 CPU devices, or alone with 8 devices as the reference.
 
   python tests/multihost_worker.py train RUN_DIR NUM_STEPS [STOP_AT] OUT.npz
   python tests/multihost_worker.py search|embed OUT.npz
+  python tests/multihost_worker.py realm WORLD ROOT NAME:MODE:NUM_STEPS[:STOP_AT] ...
 
 `train` trains the toy model on a data=4 x model=2 mesh (resuming from RUN_DIR's checkpoints)
 and process 0 writes the final parameters, gathered from every process, to OUT.npz. `search`
 splits a fixed corpus over the processes, searches it with `DistributedExactIndex` and writes
 the merged top-k (process 0). `embed` also embeds the corpus, each process its own rows
-(`sharded_index.build_sharded`), before searching it.
+(`sharded_index.build_sharded`), before searching it. `realm` runs tiny REALM pre-training
+(see `_realm`).
 """
 from __future__ import annotations
 
@@ -18,8 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from realm_bench import distributed  # pylint: disable=g-import-not-at-top
-
-distributed.initialize()   # before any JAX computation
 
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -87,8 +87,85 @@ def _embed(out: str) -> None:
              global_rows=np.int64(index.manifest["global_num_blocks"]))
 
 
+# The asynchronous runs' builder of process 1 is made this much slower per version (it is a
+# spawned process that imports this module again as __mp_main__): the two hosts' shards of a
+# version are then finished well apart, so a process that swapped to its own newest shard
+# would search a version the other lacks.
+SLOW_BUILDER_SECONDS = 1.0
+
+
+def _slow_down_builder_of_process_1() -> None:
+  import os  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  if os.environ.get(distributed.ENV_PROCESS_ID) != "1":
+    return
+  from realm_bench.retrieval import async_refresh  # pylint: disable=g-import-not-at-top
+  write_shard = async_refresh._write_shard  # pylint: disable=protected-access
+
+  def slow_write_shard(*args, **kwargs):
+    time.sleep(SLOW_BUILDER_SECONDS)
+    return write_shard(*args, **kwargs)
+
+  async_refresh._write_shard = slow_write_shard  # pylint: disable=protected-access
+
+
+if __name__ == "__mp_main__":
+  _slow_down_builder_of_process_1()
+
+
+def _realm(world: str, root: str, runs: list[str]) -> None:
+  """Tiny REALM pre-training runs (cold start, BATCH_SIZE 8 over the 8 devices), one after
+  the other in this process; NAME:MODE:NUM_STEPS[:STOP_AT] trains ROOT/NAME ('sync' or 'async'
+  refresh, every 2 steps), and a later run of the same NAME resumes it. Every process writes
+  ROOT/NAME.pI.json: per step, the index version it searched and the candidates it retrieved
+  for the global batch, and per invocation how many versions it built or swapped in."""
+  import json  # pylint: disable=g-import-not-at-top
+  import gin  # pylint: disable=g-import-not-at-top
+  from realm_bench import gin_utils, train as train_lib  # pylint: disable=g-import-not-at-top
+  from realm_bench.pipelines import batching  # pylint: disable=g-import-not-at-top
+  from realm_bench.retrieval import refresh  # pylint: disable=g-import-not-at-top
+  before_step, select = refresh.IndexRefreshHook.before_step, batching.select_candidates
+  seen: dict = {}
+
+  def noting_before_step(self, step, params):
+    out = before_step(self, step, params)
+    seen["versions"][str(step)] = self.refresher.version_path.name
+    seen["builds"][-1] = len(self.refresher.durations)   # built (sync) or swapped in (async)
+    return out
+
+  def noting_select(*args, **kwargs):   # REALM's prepare calls it once per step, after the hook
+    cands = select(*args, **kwargs)
+    seen["candidates"][max(seen["versions"], key=int)] = np.asarray(cands).tolist()
+    return cands
+
+  refresh.IndexRefreshHook.before_step = noting_before_step
+  batching.select_candidates = noting_select
+  world = Path(world)
+  for run in runs:
+    name, mode, num_steps, *stop = run.split(":")
+    out = Path(root) / f"{name}.p{jax.process_index()}.json"
+    seen.clear()
+    seen.update(json.loads(out.read_text()) if out.exists() else
+                {"versions": {}, "candidates": {}, "builds": [],
+                 "processes": jax.process_count(), "devices": jax.device_count()})
+    seen["builds"].append(0)
+    gin_utils.parse_gin(["runs/pretrain.gin", "sizes/tiny.gin", "testing/tiny.gin"], [
+        f"WORLD_DIR = '{world / 'world'}'", f"VOCAB_PATH = '{world / 'vocab.txt'}'",
+        f"RUN_DIR = '{Path(root) / name}'", "WARM_START = None", f"NUM_STEPS = {num_steps}",
+        "REFRESH_EVERY = 2", f"REFRESH_MODE = '{mode}'", "BATCH_SIZE = 8",
+        "refresh.RefreshConfig.poll_seconds = 0.05", "train_lib.train.checkpoint_every = 2"])
+    gin.get_configurable(train_lib.train)(progress=False, log_every=1,
+                                          stop_at_step=int(stop[0]) if stop else None)
+    out.write_text(json.dumps(seen))
+
+
 def main(argv):
-  if argv[0] == "train":
+  # Here, not at import: the asynchronous builder is a spawned process, which imports this
+  # module again (as __mp_main__) and must not join the run as a second process 1.
+  distributed.initialize()   # before any JAX computation
+  if argv[0] == "realm":
+    _realm(argv[1], argv[2], argv[3:])
+  elif argv[0] == "train":
     run_dir, num_steps = argv[1], int(argv[2])
     stop_at = int(argv[3]) if len(argv) == 5 else None
     _train(run_dir, num_steps, stop_at, argv[-1])

@@ -3,6 +3,12 @@
 The index refresh is not decided here: `retrieval/refresh.py` holds the rule and the
 `IndexRefreshHook` the training loop runs before each step; `prepare` only searches whatever
 index the refresher holds, with the current query tower.
+
+In a multi-process run every process sets up the same pipeline: process 0 tokenises the corpus
+into the shared run folder first (the others then read its files), and the refresher is the
+one-builder-per-host kind (`refresh.SyncRefresher`'s sharded path, `ShardedAsyncRefresher`),
+whose searches are collective: `prepare` must run on every process with the whole global
+batch, which `train(process_rows="prepared")` does.
 """
 from __future__ import annotations
 
@@ -13,9 +19,10 @@ from typing import Callable
 import gin
 import numpy as np
 
+from realm_bench import distributed
 from realm_bench.iteration import HOST_METRICS_KEY
 from realm_bench.pipelines import base, batching, token_file
-from realm_bench.retrieval.async_refresh import AsyncRefresher
+from realm_bench.retrieval.async_refresh import AsyncRefresher, ShardedAsyncRefresher
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex, MipsIndex
 from realm_bench.retrieval.refresh import IndexRefreshHook, RefreshConfig, SyncRefresher
@@ -43,25 +50,33 @@ class RealmPipeline(base.Pipeline):
     for task in (self.pretrain_task, self.corpus_task):
       base.check_task_vocabulary(task, model.vocabulary)
     self.lengths = sequence_lengths
+    shard = distributed.DataShard.of_this_process()
     # Candidates are read by row from memory-mapped token files under the run, written once:
-    # the tokenised corpus is 15 GB at paper scale (pipelines/token_file.py).
+    # the tokenised corpus is 15 GB at paper scale (pipelines/token_file.py). Process 0 writes
+    # them before the others look (they would otherwise see half-written files and rewrite).
+    if shard.index > 0:
+      distributed.barrier("realm-corpus-tokens")
     self.corpus = token_file.load_candidates(self.corpus_task, sequence_lengths.block,
                                              Path(run_dir) / token_file.FOLDER)
+    if shard.index == 0 and shard.num_shards > 1:
+      distributed.barrier("realm-corpus-tokens")
     self.examples = base.task_examples(self.pretrain_task, "train",
                                        sequence_lengths.for_queries())
     self.specials = base.specials_of(model.vocabulary)
     self.towers = Towers(model)
     if self.refresh.mode == "async":
-      refresher = AsyncRefresher(
+      kwargs = dict(
           run_dir=run_dir, config=self.refresh, model=model, doc_ids=self.corpus.ids,
           doc_inputs=self.corpus.doc_inputs, index_prototype=self.index_factory(),
           config_text=gin.config_str())
+      refresher = (AsyncRefresher(**kwargs) if shard.num_shards == 1
+                   else ShardedAsyncRefresher(shard=shard, **kwargs))
       refresher.start()
     else:
       refresher = SyncRefresher(
           doc_inputs=self.corpus.doc_inputs, doc_ids=self.corpus.ids,
           embed_docs=self.towers.embed_doc_batch, index_root=Path(run_dir) / "index",
-          config=self.refresh, index_factory=self.index_factory)
+          config=self.refresh, index_factory=self.index_factory, shard=shard)
     self.refresh_hook = IndexRefreshHook(refresher)
 
   @property

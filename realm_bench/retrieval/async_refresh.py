@@ -44,14 +44,17 @@ from typing import Any
 import flax.serialization
 import numpy as np
 
+from realm_bench import distributed
 from realm_bench.errors import InputError
-from realm_bench.io_utils import atomic_write_bytes
+from realm_bench.io_utils import atomic_write_bytes, atomic_write_text
 from realm_bench.retrieval import corpus_embedding
 from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import MipsIndex, load_index
-from realm_bench.retrieval.refresh import (Refresher, RefreshConfig, discard_versions_after,
-                                           duration_stats, latest_version, prune_versions,
-                                           version_name, write_version)
+from realm_bench.retrieval.refresh import (LATEST, Refresher, RefreshConfig,
+                                           discard_versions_after, duration_stats,
+                                           latest_version, prune_versions, version_name,
+                                           version_step, write_version)
+from realm_bench.retrieval.sharded_index import ShardedIndex, shard_name
 
 EMBEDDER_DIR = Path("checkpoints") / "embedder"
 CORPUS_DIR = "corpus"
@@ -100,12 +103,19 @@ def discard_exports_after(export_dir, step: int) -> list[int]:
   return removed
 
 
-def remove_unfinished_work(index_root) -> list[str]:
+def remove_unfinished_work(index_root, shard: int | None = None) -> list[str]:
   """Removes the dot-named folders and files a killed builder leaves in `index_root`: the
   `.work-vNNNNNNNN` embedding shards (6.8 GB each at paper scale) and half-saved versions.
-  Only one builder runs at a time and the trainer writes there only before starting it."""
+  Only one builder runs at a time and the trainer writes there only before starting it.
+  With `shard` (one builder per host), only that host's builder's leftovers: the other hosts'
+  builders may be at work beside it."""
   removed = []
-  for leftover in Path(index_root).glob(".*"):
+  if shard is None:
+    leftovers = list(Path(index_root).glob(".*"))
+  else:
+    prefix = "." + shard_name(shard) + "."
+    leftovers = [*Path(index_root).glob(prefix + "*"), *Path(index_root).glob(f"v*/{prefix}*")]
+  for leftover in leftovers:
     if leftover.is_dir():
       _rmtree(leftover)
     else:
@@ -131,29 +141,56 @@ def write_corpus(index_root, ids: np.ndarray, inputs: np.ndarray) -> None:
   corpus_embedding.save_npy(folder / "inputs.npy", inputs)
 
 
-def _corpus_batches(index_root: Path, batch_size: int, skip: int, parent_pid: int):
+def _corpus_batches(index_root: Path, batch_size: int, skip: int, parent_pid: int,
+                    rows: tuple[int, int] | None = None):
   folder = index_root / CORPUS_DIR
   ids = np.load(folder / "ids.npy", mmap_mode="r")
   inputs = np.load(folder / "inputs.npy", mmap_mode="r")
-  for start in range(skip, ids.shape[0], batch_size):
+  first, stop = (0, ids.shape[0]) if rows is None else rows
+  for start in range(first + skip, stop, batch_size):
     if os.getppid() != parent_pid:   # a paper-scale embedding takes hours: do not outlive
       raise SystemExit("trainer has gone; builder exits mid-embedding")
-    yield (np.asarray(ids[start:start + batch_size]),
-           np.asarray(inputs[start:start + batch_size]))
+    end = min(start + batch_size, stop)
+    yield np.asarray(ids[start:end]), np.asarray(inputs[start:end])
+
+
+def shard_pointer(index_root, shard: int) -> Path:
+  """The file naming the newest version whose `shard` a per-host builder has finished."""
+  return Path(index_root) / f"{shard_name(shard)}.{LATEST}"
+
+
+def newest_shard_version(index_root, shard: int) -> Path | None:
+  """The version folder of the newest finished `shard`, None before its first."""
+  pointer = shard_pointer(index_root, shard)
+  if not pointer.exists():
+    return None
+  path = Path(index_root) / pointer.read_text().strip()
+  return path if (path / shard_name(shard) / "manifest.json").exists() else None
 
 
 def serve(*, run_dir: str, config_text: str, model, index_prototype: MipsIndex,
-          embed_batch_size: int, poll_seconds: float, parent_pid: int) -> None:
-  """The builder's main loop (a spawned process): build an index from every newer export."""
+          embed_batch_size: int, poll_seconds: float, parent_pid: int,
+          shard: tuple[int, int] | None = None) -> None:
+  """The builder's main loop (a spawned process): build an index from every newer export.
+
+  `shard` (index, count): one builder per host, embedding only that host's `row_range` of the
+  corpus into `vNNNNNNNN/shard_IIIII/` and naming it in its own pointer (`shard_pointer`).
+  """
   run_dir = Path(run_dir)
   index_root = run_dir / "index"
   import gin  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   gin.parse_config(config_text)   # anything configurable the build calls is bound as in training
   embed = jax.jit(model.embed_docs)
-  built = _newest_built_step(index_root)
-  _log(f"builder started (pid {os.getpid()}, trainer {parent_pid}); newest index step {built}")
-  leftovers = remove_unfinished_work(index_root)
+  mine = None if shard is None else shard[0]
+  rows = None
+  if shard is not None:
+    num_rows = np.load(index_root / CORPUS_DIR / "ids.npy", mmap_mode="r").shape[0]
+    rows = distributed.row_range(num_rows, distributed.DataShard(*shard))
+  built = _newest_built_step(index_root, mine)
+  _log(f"builder started (pid {os.getpid()}, trainer {parent_pid}); newest index step {built}"
+       + ("" if shard is None else f"; shard {shard[0]} of {shard[1]}, rows {rows}"))
+  leftovers = remove_unfinished_work(index_root, mine)
   if leftovers:
     _log(f"removed the unfinished work of an earlier builder: {', '.join(leftovers)}")
   while os.getppid() == parent_pid:
@@ -167,17 +204,23 @@ def serve(*, run_dir: str, config_text: str, model, index_prototype: MipsIndex,
     except (OSError, ValueError) as e:   # pruned by the trainer meanwhile: take the next one
       _log(f"could not read {path.name}: {e}")
       continue
-    work = index_root / f".work-{version_name(step)}"
+    if shard is None:
+      work = index_root / f".work-{version_name(step)}"
+      manifest = {"embedder_step": step, "builder": "async"}
+      save = lambda built, s=step: write_version(built, index_root, s)
+    else:
+      work = index_root / f".{shard_name(mine)}.work-{version_name(step)}"
+      manifest = {"embedder_step": step, "builder": "async", "row_range": list(rows)}
+      save = lambda built, s=step: _write_shard(built, index_root, s, mine)
     _rmtree(work)
     index = build_index(
         embed_fn=lambda x, p=params: embed(p, x),
-        index_factory=lambda: copy.deepcopy(index_prototype),
-        manifest={"embedder_step": step, "builder": "async"},
+        index_factory=lambda: copy.deepcopy(index_prototype), manifest=manifest,
         make_batches=lambda skip: _corpus_batches(index_root, embed_batch_size, skip,
-                                                  parent_pid),
-        work_dir=work, fingerprint={"step": step}, batch_size=embed_batch_size,
-        shard_rows=embed_batch_size * 256,
-        save=lambda built: write_version(built, index_root, step))
+                                                  parent_pid, rows),
+        work_dir=work, fingerprint={"step": step, **({} if rows is None else {"rows": rows})},
+        batch_size=embed_batch_size,
+        shard_rows=embed_batch_size * 256, save=save)
     _log(f"built {version_name(step)}: {index.num_blocks} blocks in "
          f"{index.manifest['build_seconds']:.2f} s")
     del index
@@ -185,8 +228,15 @@ def serve(*, run_dir: str, config_text: str, model, index_prototype: MipsIndex,
   _log("trainer has gone; builder exits")
 
 
-def _newest_built_step(index_root: Path) -> int:
-  path = latest_version(index_root)
+def _write_shard(index: MipsIndex, index_root: Path, step: int, shard: int) -> Path:
+  path = index.save(index_root / version_name(step) / shard_name(shard))
+  atomic_write_text(shard_pointer(index_root, shard), version_name(step) + "\n")
+  return path
+
+
+def _newest_built_step(index_root: Path, shard: int | None = None) -> int:
+  path = (latest_version(index_root) if shard is None
+          else newest_shard_version(index_root, shard))
   return int(path.name[1:]) if path is not None else -1
 
 
@@ -198,12 +248,19 @@ def _log(message: str) -> None:
   print(f"[builder {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def builder_log(index_root, shard: tuple[int, int] | None = None) -> Path:
+  """Where a builder's output goes: one log per host's builder in a multi-process run."""
+  name = "builder.log" if shard is None else f"builder.{shard_name(shard[0])}.log"
+  return Path(index_root) / name
+
+
 def _serve_guarded(**kwargs) -> None:
   """The spawned process's target: output goes to index/builder.log, errors end the process
   with a traceback there and a non-zero exit code the trainer sees."""
   index_root = Path(kwargs["run_dir"]) / "index"
   index_root.mkdir(parents=True, exist_ok=True)
-  log = open(index_root / "builder.log", "a", buffering=1, encoding="utf-8")  # pylint: disable=consider-using-with
+  log_path = builder_log(index_root, kwargs.get("shard"))
+  log = open(log_path, "a", buffering=1, encoding="utf-8")  # pylint: disable=consider-using-with
   os.dup2(log.fileno(), 1)
   os.dup2(log.fileno(), 2)
   sys.stdout = sys.stderr = log
@@ -282,6 +339,10 @@ class AsyncRefresher(Refresher):
     self._process.start()
 
   @property
+  def log_path(self) -> Path:
+    return builder_log(self.index_root, self._spawn_kwargs.get("shard"))
+
+  @property
   def builder_pid(self) -> int | None:
     return self._process.pid if self._process is not None else None
 
@@ -346,7 +407,7 @@ class AsyncRefresher(Refresher):
         self.restarts += 1
       return
     self.restarts += 1
-    print(f"index builder died (exit code {code}, see {self.index_root / 'builder.log'}); "
+    print(f"index builder died (exit code {code}, see {self.log_path}); "
           f"restarting it ({self.restarts}/{self.config.max_builder_restarts}), training goes "
           f"on with {self.version_path.name if self.version_path else 'no index yet'}",
           file=sys.stderr)
@@ -362,7 +423,7 @@ class AsyncRefresher(Refresher):
         break
       self._supervise()
       if self.restarts > self.config.max_builder_restarts:
-        raise RuntimeError(f"the index builder keeps dying; see {self.index_root / 'builder.log'}")
+        raise RuntimeError(f"the index builder keeps dying; see {self.log_path}")
       time.sleep(self.config.poll_seconds / 4)
     self.wait_seconds += time.perf_counter() - clock
 
@@ -399,3 +460,161 @@ class AsyncRefresher(Refresher):
             "refresh_overhead_seconds": round(self.overhead_seconds, 4),
             "builder_restarts": self.restarts}
 
+
+
+class ShardedAsyncRefresher(AsyncRefresher):
+  """The asynchronous refresh of a multi-process run: one builder per host, agreed versions.
+
+  Each trainer process supervises its own builder, which embeds only that host's `row_range`
+  of the corpus from the same document-tower export (process 0 writes the exports; the run
+  folder is shared, as for orbax's checkpoints) into `vNNNNNNNN/shard_IIIII/`. The builders
+  finish a version at different times, so between steps the processes agree on the version to
+  search: each reports the versions it has loaded (all-gathered, a few integers), and all swap
+  to the newest version every process holds, never to one another process lacks. A process
+  that loaded v6 while another still has only v4 keeps searching the current version until
+  both hold a common newer one; `_wait_for` (first index, resume) repeats the agreement until
+  the common version is recent enough. Process 0 alone removes files others may read, and
+  only versions older than the agreed one, which every builder has moved past.
+  """
+
+  # How many loaded versions each process reports (the newest ones): ample, as the builders
+  # build the newest export and the loaders drop versions once one newer is agreed.
+  REPORTED = 8
+
+  def __init__(self, *, shard: distributed.DataShard, **kwargs):
+    super().__init__(**kwargs)
+    self.shard = shard
+    self._spawn_kwargs["shard"] = (shard.index, shard.num_shards)
+    self._ready: dict[int, tuple[MipsIndex, Path]] = {}   # loaded local shards, by step
+    self.agreements = 0                                    # swaps agreed by all processes
+
+  @property
+  def primary(self) -> bool:
+    return self.shard.index == 0
+
+  def start(self) -> None:
+    """Process 0 writes the corpus; the builders start at the first step (`_launch`), which
+    every process reaches together, so none starts before a killed run's leftovers are gone."""
+    self.index_root.mkdir(parents=True, exist_ok=True)
+    self.export_dir.mkdir(parents=True, exist_ok=True)
+    remove_unfinished_work(self.index_root, self.shard.index)
+    if self.primary:
+      write_corpus(self.index_root, *self._corpus)
+    distributed.barrier("async-refresh-corpus")
+
+  def _launch(self, step: int | None) -> None:
+    if self._loader is not None:
+      return
+    if self.primary and step is not None:
+      versions = discard_versions_after(self.index_root, step)
+      for i in range(self.shard.num_shards):   # shard pointers naming a discarded version
+        path = newest_shard_version(self.index_root, i)
+        pointer = shard_pointer(self.index_root, i)
+        if pointer.exists() and (path is None or version_step(path) > step):
+          pointer.unlink()
+      steps = discard_exports_after(self.export_dir, step)
+      if versions or steps:
+        print(f"resuming at step {step}: discarded what the interrupted run made after it "
+              f"(index versions {versions or 'none'}, document-tower exports of steps "
+              f"{steps or 'none'})", file=sys.stderr)
+    distributed.barrier("async-refresh-launch")
+    self._start_process()
+    self._loader = threading.Thread(target=self._watch, name="index-loader", daemon=True)
+    self._loader.start()
+
+  def _watch(self) -> None:
+    seen = None
+    while not self._stop.wait(self.config.poll_seconds):
+      path = newest_shard_version(self.index_root, self.shard.index)
+      if path is None or path.name == seen:
+        continue
+      try:
+        index = load_index(path / shard_name(self.shard.index))
+      except (OSError, ValueError, InputError) as e:   # pruned meanwhile: next poll
+        print(f"index loader: could not read {path}: {e}", file=sys.stderr)
+        continue
+      with self._lock:
+        self._ready[int(index.manifest["embedder_step"])] = (index, path)
+      seen = path.name
+
+  def _agreed(self) -> int | None:
+    """The newest version every process has loaded (a collective), None if there is none."""
+    with self._lock:
+      steps = sorted(self._ready)
+    if self.index is not None:
+      steps.append(self.embedder_step)
+    mine = np.full(self.REPORTED, -1, np.int64)
+    newest = sorted(set(steps))[-self.REPORTED:]
+    mine[:len(newest)] = newest
+    reports = distributed.allgather(mine)
+    common = set(reports[0].tolist())
+    for row in reports[1:]:
+      common &= set(row.tolist())
+    common.discard(-1)
+    return max(common) if common else None
+
+  def _wait_for(self, step: int) -> None:
+    clock = time.perf_counter()
+    while True:
+      agreed = self._agreed()
+      if agreed is not None and agreed >= step:
+        break
+      self._supervise()
+      if self.restarts > self.config.max_builder_restarts:
+        raise RuntimeError(f"the index builder keeps dying; see {self.log_path}")
+      time.sleep(self.config.poll_seconds / 4)
+    self.wait_seconds += time.perf_counter() - clock
+
+  def _swap(self) -> bool:
+    agreed = self._agreed()
+    if agreed is None or (self.index is not None and agreed <= self.embedder_step):
+      return False
+    with self._lock:
+      local, path = self._ready[agreed]
+      for old in [s for s in self._ready if s <= agreed]:
+        del self._ready[old]
+    self.index, self.version_path = ShardedIndex.wrap(local, row_range=local.manifest.get(
+        "row_range")), path
+    self.agreements += 1
+    self.durations.append(float(local.manifest.get("build_seconds", 0.0)))
+    if self.primary:
+      self._prune(agreed)
+    return True
+
+  def _prune(self, agreed: int) -> None:
+    """Versions and exports older than the agreed one, which every builder has built past."""
+    older = sorted(p for p in self.index_root.glob("v*")
+                   if p.is_dir() and (version_step(p) or 0) < agreed)
+    spared = {self.protected, self.version_path.name}
+    for old in older[:max(len(older) - (self.config.keep - 1), 0)]:
+      if old.name not in spared:
+        _rmtree(old)
+    for export_step, path in exports(self.export_dir):
+      if export_step < agreed:
+        path.unlink(missing_ok=True)
+
+  def _export(self, step: int, params) -> None:
+    retriever = distributed.host_local(params["retriever"])   # a collective where sharded
+    if self.primary:
+      export_embedder(self.export_dir, step, retriever)
+    self.last_refresh_step = step
+
+  def restore(self, version: str | None, params, step: int) -> None:
+    """Reloads this host's shard of the checkpoint's version if every host still has its
+    own, else exports the restored tower and waits for the version all builders make of it."""
+    self._launch(step)
+    path = self.index_root / version if version else None
+    mine = path is not None and (path / shard_name(self.shard.index) / "manifest.json").exists()
+    if path is not None and distributed.allgather(np.int64(mine)).all():
+      local = load_index(path / shard_name(self.shard.index))
+      self.index = ShardedIndex.wrap(local, row_range=local.manifest.get("row_range"))
+      self.version_path = path
+      self.last_refresh_step = self.embedder_step
+    else:
+      self._export(step, params)
+      self._wait_for(step)
+      self._swap()
+
+  def stats(self) -> dict:
+    return {**super().stats(), "builders": self.shard.num_shards,
+            "agreed_swaps": self.agreements}

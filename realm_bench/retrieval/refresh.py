@@ -14,6 +14,16 @@ Both write the same layout: each version is a folder `index/v{step:08d}` with it
 (embedder step, block count, checksum, build time); a `LATEST` file naming the newest version is
 replaced atomically. Staleness of a step is `train_step - index.manifest["embedder_step"]`, the
 number of updates the retriever has made since the index it searches was embedded.
+
+Across processes (`jax.process_count() > 1`) a version is built by one builder per host: each
+process embeds only its contiguous block of the corpus (`sharded_index.build_sharded`), writes
+it as `index/v{step:08d}/shard_{process:05d}/`, and process 0 marks the version whole with its
+manifest (kind "sharded") once every shard is written; searches merge every process's top k
+(`ShardedIndex`, a collective: under `train(process_rows="prepared")` every process prepares
+the whole global batch, so all search with the same queries). A resumed run reloads its own
+shard of the version its checkpoint names, and rebuilds the version (from the restored
+parameters, which are the ones it was built from) when it is not whole; so a resumed
+multi-process run continues exactly. One process alone takes the one-process path unchanged.
 """
 from __future__ import annotations
 
@@ -27,11 +37,13 @@ from typing import Callable
 import gin
 import numpy as np
 
+from realm_bench import distributed
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_write_text
 from realm_bench.iteration import StepHook
 from realm_bench.retrieval.embed import build_index
 from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
+from realm_bench.retrieval.sharded_index import ShardedIndex, build_sharded, shard_name
 
 LATEST = "LATEST"
 
@@ -179,17 +191,25 @@ class SyncRefresher(Refresher):
   """Rebuilds the index every `refresh_every_steps` steps, between training steps.
 
   `embed_docs(params, ids [b, L]) -> [b, D]` embeds one batch of `embed_batch_size` rows.
+  `shard` (default: this process of this run) chooses the one-builder-per-host path when it is
+  one of several (see the module docstring).
   """
 
   def __init__(self, *, doc_inputs: np.ndarray, doc_ids: np.ndarray,
                embed_docs: Callable[[object, np.ndarray], np.ndarray], index_root,
-               config: RefreshConfig, index_factory: Callable[[], MipsIndex] = ExactIndex):
+               config: RefreshConfig, index_factory: Callable[[], MipsIndex] = ExactIndex,
+               shard: distributed.DataShard | None = None):
     super().__init__(config)
     self.doc_inputs = doc_inputs
     self.doc_ids = doc_ids
     self.embed_docs = embed_docs
     self.index_root = Path(index_root)
     self.index_factory = index_factory
+    self.shard = distributed.DataShard.of_this_process() if shard is None else shard
+
+  @property
+  def sharded(self) -> bool:
+    return self.shard.num_shards > 1
 
   def maybe_refresh(self, step: int, params) -> bool:
     if not self.due(step):
@@ -198,6 +218,8 @@ class SyncRefresher(Refresher):
     return True
 
   def refresh(self, step: int, params) -> MipsIndex:
+    if self.sharded:
+      return self._refresh_sharded(step, params)
     index = build_index(
         embed_fn=lambda ids: self.embed_docs(params, ids), index_factory=self.index_factory,
         manifest={"embedder_step": int(step)}, doc_inputs=self.doc_inputs, ids=self.doc_ids,
@@ -213,11 +235,48 @@ class SyncRefresher(Refresher):
     self.index, self.version_path = index, path
     self.last_refresh_step = self.embedder_step
 
+  def _refresh_sharded(self, step: int, params) -> ShardedIndex:
+    """This host's shard of the version of `step`; process 0 writes LATEST and prunes once
+    every shard is saved (`ShardedIndex.save` ends in a barrier before its manifest)."""
+    local_params = distributed.host_local(params)   # this host's rows: not an SPMD program
+    index = build_sharded(
+        embed_fn=lambda ids: self.embed_docs(local_params, ids), doc_inputs=self.doc_inputs,
+        ids=self.doc_ids, index_factory=self.index_factory,
+        manifest={"embedder_step": int(step)}, batch_size=self.config.embed_batch_size,
+        shard=self.shard)
+    start = time.perf_counter()
+    path = index.save(self.index_root / version_name(step), process=self.shard.index)
+    if self.shard.index == 0:
+      atomic_write_text(self.index_root / LATEST, path.name + "\n")
+    self.durations.append(index.manifest["build_seconds"] + time.perf_counter() - start)
+    self._use(index, path)
+    if self.shard.index == 0:   # the others never read an older version again
+      prune_versions(self.index_root, self.config.keep, {self.protected})
+    return index
+
   def restore(self, version, params, step):
+    if self.sharded:
+      self._restore_sharded(version, params, step)
+      return
     discard_versions_after(self.index_root, step)
     path = self.index_root / version if version else None
     if path is not None and (path / "manifest.json").exists():
       self._use(load_index(path), path)
+    else:
+      self.refresh(step, params)
+
+  def _restore_sharded(self, version, params, step) -> None:
+    if self.shard.index == 0:
+      discard_versions_after(self.index_root, step)
+    distributed.barrier("sync-refresh-restore")
+    path = self.index_root / version if version else None
+    mine = path is not None and (path / "manifest.json").exists() and (
+        path / shard_name(self.shard.index) / "manifest.json").exists()
+    # Load only if every process can: one that rebuilt while another loaded would deadlock
+    # in the rebuild's collectives.
+    if path is not None and distributed.allgather(np.int64(mine)).all():
+      self._use(ShardedIndex.load_shard(path, process=self.shard.index,
+                                        processes=self.shard.num_shards), path)
     else:
       self.refresh(step, params)
 

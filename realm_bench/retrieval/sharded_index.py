@@ -12,15 +12,27 @@ in-device blocks of `ExactIndex`: any row of the global top k is in its own shar
 Every process must call `search` with the same queries (it is a collective), which is what an
 SPMD training step does anyway. The merge breaks score ties by process then rank, i.e. by
 global row order, as single-process search does.
+
+On disk a sharded index is a folder of one sub-folder per process, `shard_00000/`, ... (each an
+ordinary saved index of that process's rows, written by that process), and a `manifest.json`
+of kind "sharded" that process 0 writes once every shard is complete: the manifest is the mark
+of a whole version, so a run killed while saving leaves a folder a resume rebuilds. A shard is
+read back only by the process of the same index in a run of the same process count (its rows
+are that process's `row_range`); that is what resuming a multi-process run needs, and the
+embeddings never cross the network.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Callable
 
 import gin
 import numpy as np
 
-from realm_bench.retrieval.index import ExactIndex, MipsIndex
+from realm_bench.errors import InputError
+from realm_bench.io_utils import atomic_write_json
+from realm_bench.retrieval.index import ExactIndex, MipsIndex, load_index
 
 # The id given to a padding candidate (a shard with fewer than k rows).
 PAD_ID = -1
@@ -54,11 +66,12 @@ def _pad(scores, ids, k):
 
 def _allgather(local: np.ndarray) -> np.ndarray:
   """[processes, ...]: every process's `local`, on every process."""
-  import jax  # pylint: disable=g-import-not-at-top
-  if jax.process_count() == 1:
-    return local[None]
-  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-  return np.asarray(multihost_utils.process_allgather(local, tiled=False))
+  from realm_bench import distributed  # pylint: disable=g-import-not-at-top
+  return distributed.allgather(local)
+
+
+def shard_name(process: int) -> str:
+  return f"shard_{int(process):05d}"
 
 
 @gin.configurable
@@ -81,16 +94,61 @@ class ShardedIndex(MipsIndex):
   def embeddings(self):
     return self.local.embeddings
 
-  def build(self, embeddings, ids, *, manifest=None):
-    """`embeddings`/`ids`: this process's rows only."""
-    self.local.build(embeddings, ids, manifest=manifest)
+  @classmethod
+  def wrap(cls, local: MipsIndex, *, row_range=None,
+           gather: Callable[[np.ndarray], np.ndarray] = _allgather) -> "ShardedIndex":
+    """The sharded index over `local`, this process's already built (or loaded) shard; a
+    collective (the processes exchange their row counts)."""
+    sharded = cls.__new__(cls)
+    sharded.local, sharded._gather = local, gather   # pylint: disable=protected-access
+    sharded._describe(row_range)   # pylint: disable=protected-access
+    return sharded
+
+  def _describe(self, row_range=None) -> None:
     rows = self._gather(np.asarray([self.local.num_blocks], np.int64))
     self.manifest = {**self.local.manifest, "sharded_over": int(rows.shape[0]),
                      "global_num_blocks": int(rows.sum())}
+    if row_range is not None:
+      self.manifest["row_range"] = [int(row_range[0]), int(row_range[1])]
 
-  def save(self, path):
-    raise NotImplementedError("a sharded index is rebuilt from its shards' embeddings; save "
-                              "the local index (`.local.save`) of each process instead")
+  def build(self, embeddings, ids, *, manifest=None):
+    """`embeddings`/`ids`: this process's rows only."""
+    self.local.build(embeddings, ids, manifest=manifest)
+    self._describe()
+
+  def save(self, path, *, process: int | None = None) -> Path:
+    """Writes this process's shard into `path`; process 0 then marks the version whole with
+    the manifest, after a barrier (a collective: every process calls it)."""
+    from realm_bench import distributed  # pylint: disable=g-import-not-at-top
+    path = Path(path)
+    process = distributed.process_index() if process is None else process
+    self.local.save(path / shard_name(process))
+    distributed.barrier(f"sharded-index-save:{path.name}")
+    if process == 0:
+      atomic_write_json(path / "manifest.json", {
+          **{k: v for k, v in self.manifest.items() if k not in ("row_range", "checksum")},
+          "kind": self.kind, "shard_kind": self.local.kind,
+          "num_blocks": self.manifest["global_num_blocks"],
+          "shards": [shard_name(i) for i in range(self.manifest["sharded_over"])]})
+    return path
+
+  @classmethod
+  def load_shard(cls, path, *, process: int, processes: int,
+                 gather: Callable[[np.ndarray], np.ndarray] = _allgather) -> "ShardedIndex":
+    """This process's shard of the whole sharded version in `path` (a collective). Raises
+    InputError when the version is not whole or was written by another process count."""
+    path = Path(path)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.exists():
+      raise InputError("not a whole sharded index (no manifest: its save was interrupted)",
+                       path=path)
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    if manifest.get("kind") != cls.kind or manifest.get("sharded_over") != processes:
+      raise InputError(f"a {manifest.get('kind')!r} index over {manifest.get('sharded_over')} "
+                       f"processes; this run has {processes}", path=manifest_path,
+                       field="sharded_over")
+    local = load_index(path / shard_name(process))
+    return cls.wrap(local, row_range=local.manifest.get("row_range"), gather=gather)
 
   def search(self, queries, k):
     k = int(k)
@@ -121,12 +179,8 @@ def build_sharded(*, embed_fn: Callable[[np.ndarray], np.ndarray], doc_inputs: n
   from realm_bench.retrieval.embed import build_index  # pylint: disable=g-import-not-at-top
   shard = distributed.DataShard.of_this_process() if shard is None else shard
   start, stop = distributed.row_range(len(ids), shard)
-  sharded = ShardedIndex(lambda: build_index(
-      embed_fn=embed_fn, index_factory=index_factory, manifest=dict(manifest or {}),
-      batch_size=batch_size, doc_inputs=doc_inputs[start:stop], ids=np.asarray(ids[start:stop])))
-  # build_index already built the local index; ShardedIndex only records the global shape.
-  local = sharded.local
-  rows = sharded._gather(np.asarray([local.num_blocks], np.int64))  # pylint: disable=protected-access
-  sharded.manifest = {**local.manifest, "sharded_over": int(rows.shape[0]),
-                      "global_num_blocks": int(rows.sum()), "row_range": [start, stop]}
-  return sharded
+  local = build_index(
+      embed_fn=embed_fn, index_factory=index_factory,
+      manifest={**(manifest or {}), "row_range": [start, stop]}, batch_size=batch_size,
+      doc_inputs=doc_inputs[start:stop], ids=np.asarray(ids[start:stop]))
+  return ShardedIndex.wrap(local, row_range=(start, stop))
