@@ -3,6 +3,7 @@ launcher's checks. The processes themselves are tests/test_multihost.py (`make t
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 import numpy as np
@@ -126,3 +127,51 @@ def test_launcher_reports_the_first_failure_and_checks_its_arguments():
   with pytest.raises(InputError, match="command"):
     launch_local.launch(command=[], processes=2)
   assert launch_local.main(["--processes", "0", "--", "true"]) == 2
+
+
+def test_a_sharded_version_is_whole_only_with_its_manifest_and_loads_per_process(tmp_path):
+  """Each process saves its own shard; process 0's manifest (written last) marks the version
+  whole; a shard is loaded back only for the process count that wrote it."""
+  rng = np.random.default_rng(2)
+  rows = rng.normal(size=(10, 4)).astype(np.float32)
+  counts = lambda local: np.array([[6], [4]])   # the row counts of two processes
+  shards = []
+  for process, (start, stop) in enumerate([(0, 6), (6, 10)]):
+    local = index.ExactIndex()
+    local.build(rows[start:stop], np.arange(start, stop),
+                manifest={"embedder_step": 4, "row_range": [start, stop]})
+    shards.append(sharded_index.ShardedIndex.wrap(local, row_range=(start, stop),
+                                                  gather=counts))
+  version = tmp_path / "v00000004"
+  shards[1].save(version, process=1)
+  with pytest.raises(InputError, match="not a whole sharded index"):
+    sharded_index.ShardedIndex.load_shard(version, process=1, processes=2, gather=counts)
+  shards[0].save(version, process=0)
+  manifest = json.loads((version / "manifest.json").read_text())
+  assert manifest["shards"] == ["shard_00000", "shard_00001"]
+  assert manifest["num_blocks"] == manifest["global_num_blocks"] == 10
+  loaded = sharded_index.ShardedIndex.load_shard(version, process=1, processes=2, gather=counts)
+  np.testing.assert_array_equal(loaded.local.ids, np.arange(6, 10))
+  assert loaded.manifest["row_range"] == [6, 10] and loaded.manifest["embedder_step"] == 4
+  with pytest.raises(InputError, match="this run has 3"):
+    sharded_index.ShardedIndex.load_shard(version, process=1, processes=3, gather=counts)
+
+
+def test_processes_agree_on_the_newest_version_all_of_them_hold():
+  from realm_bench.retrieval import async_refresh  # pylint: disable=g-import-not-at-top
+  agreed = async_refresh.agreed_version
+  assert agreed(np.array([[0, 2, 6, -1], [0, 2, 4, -1]])) == 2   # one skipped v4, one has no v6
+  assert agreed(np.array([[0, 2, 4, 6], [0, 2, 4, 6]])) == 6
+  assert agreed(np.array([[-1, -1], [0, -1]])) is None             # a process holds none yet
+
+
+def test_a_host_builder_removes_only_its_own_unfinished_work(tmp_path):
+  from realm_bench.retrieval import async_refresh  # pylint: disable=g-import-not-at-top
+  (tmp_path / ".shard_00001.work-v00000002").mkdir()
+  (tmp_path / ".shard_00000.work-v00000002").mkdir()          # the other host's, at work
+  (tmp_path / "v00000002" / ".shard_00001.x1").mkdir(parents=True)
+  (tmp_path / "v00000002" / "shard_00000").mkdir()
+  assert async_refresh.remove_unfinished_work(tmp_path, shard=1) == [
+      ".shard_00001.work-v00000002", ".shard_00001.x1"]
+  assert sorted(p.name for p in tmp_path.rglob("*")) == [
+      ".shard_00000.work-v00000002", "shard_00000", "v00000002"]

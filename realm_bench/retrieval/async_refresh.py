@@ -27,6 +27,15 @@ use.
 Which parameters an index was embedded with is its manifest's `embedder_step`; a step's
 staleness is `train_step - embedder_step`, and the refresh rule is `refresh.refresh_due`, as in
 the synchronous mode.
+
+Across processes (`ShardedAsyncRefresher`) the layout is one builder per host, each embedding
+only its host's block of the corpus (`distributed.row_range`) from the same export, rather than
+the paper's one builder job of its own: it is the same supervised subprocess as on one host
+(no second kind of job to schedule, place or restart), the embedding divides by the hosts, and
+a host's shard is written and read by that host only, so no index crosses the network. The
+price is that the hosts finish a version at different times; the processes therefore agree
+before every step on the version to search (the newest one every process has loaded, found by
+an all-gather of a few integers), so no process searches a version another lacks.
 """
 from __future__ import annotations
 
@@ -462,6 +471,16 @@ class AsyncRefresher(Refresher):
 
 
 
+def agreed_version(reports: np.ndarray) -> int | None:
+  """The newest step in every row of `reports` [processes, n] (each process's loaded versions,
+  padded with -1): the version all can search. None when they hold none in common."""
+  common = set(np.asarray(reports)[0].tolist())
+  for row in np.asarray(reports)[1:]:
+    common &= set(row.tolist())
+  common.discard(-1)
+  return max(common) if common else None
+
+
 class ShardedAsyncRefresher(AsyncRefresher):
   """The asynchronous refresh of a multi-process run: one builder per host, agreed versions.
 
@@ -546,12 +565,7 @@ class ShardedAsyncRefresher(AsyncRefresher):
     mine = np.full(self.REPORTED, -1, np.int64)
     newest = sorted(set(steps))[-self.REPORTED:]
     mine[:len(newest)] = newest
-    reports = distributed.allgather(mine)
-    common = set(reports[0].tolist())
-    for row in reports[1:]:
-      common &= set(row.tolist())
-    common.discard(-1)
-    return max(common) if common else None
+    return agreed_version(distributed.allgather(mine))
 
   def _wait_for(self, step: int) -> None:
     clock = time.perf_counter()
