@@ -619,7 +619,7 @@ class ShardedAsyncRefresher(AsyncRefresher):
     self._launch(step)
     path = self.index_root / version if version else None
     mine = path is not None and (path / shard_name(self.shard.index) / "manifest.json").exists()
-    if path is not None and distributed.allgather(np.int64(mine)).all():
+    if distributed.allgather(np.int64(mine)).all():
       local = load_index(path / shard_name(self.shard.index))
       self.index = ShardedIndex.wrap(local, row_range=local.manifest.get("row_range"))
       self.version_path = path

@@ -274,7 +274,7 @@ class SyncRefresher(Refresher):
         path / shard_name(self.shard.index) / "manifest.json").exists()
     # Load only if every process can: one that rebuilt while another loaded would deadlock
     # in the rebuild's collectives.
-    if path is not None and distributed.allgather(np.int64(mine)).all():
+    if distributed.allgather(np.int64(mine)).all():
       self._use(ShardedIndex.load_shard(path, process=self.shard.index,
                                         processes=self.shard.num_shards), path)
     else:
