@@ -145,8 +145,8 @@ def test_corpus_embedded_in_shards_searches_like_one_process(tmp_path):
 # asynchronous run of 8 steps whose process-1 builder is slowed down. Measured (6 and 5
 # steps): parameters of 2x4 and 1x8 differ by <= 2.4e-7, metrics by <= 2.4e-7 absolute (the
 # gradient all-reduce's order, as above), so both are compared at rtol 1e-5 / atol 1e-6; the
-# retrieved candidates and index versions are compared exactly. The ~2.5 min these take on 2
-# busy cores are mostly fixed costs: importing seqio/TensorFlow (~8 s a process), tracing the
+# retrieved candidates and index versions are compared exactly. The ~3.5 min these took on 2
+# cores shared with another job (load ~5) are mostly fixed costs: importing seqio/TensorFlow (~8 s a process), tracing the
 # REALM step once per `train` call, and the 1-process reference.
 
 REALM_STEPS, REALM_ASYNC_STEPS = 5, 8
