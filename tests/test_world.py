@@ -419,6 +419,21 @@ def test_question_form_pretrain_sentences_knob(tiny_config, tmp_path):
   assert sorted(by_block) == sorted(f["block_id"] for f in facts)
 
 
+def test_question_form_sentences_change_nothing_else(tiny_config, tmp_path):
+  """The knob's runs are paired with the default world's: same corpus, splits, questions."""
+  plain = world.generate(out_dir=tmp_path / "plain", config=tiny_config)
+  asked = world.generate(out_dir=tmp_path / "asked", config=dataclasses.replace(
+      tiny_config, pretrain_question_sentences_per_fact=1))
+  differ = [f for f in plain["files"] if plain["files"][f] != asked["files"][f]]
+  assert differ == ["pretrain/sentences.jsonl"]
+
+
+def test_question_form_gin_file_sets_the_knob():
+  parse_gin(["world/question_form.gin"])
+  assert world.WorldConfig().pretrain_question_sentences_per_fact == 1
+  assert world.WorldConfig().num_people == 500   # otherwise the default world
+
+
 def test_question_form_templates_are_not_the_questions():
   """A FAQ sentence shares the questions' form, never a question's wording: pre-training must
   not hand the retriever the test questions."""
