@@ -470,7 +470,6 @@ class AsyncRefresher(Refresher):
             "builder_restarts": self.restarts}
 
 
-
 def agreed_version(reports: np.ndarray) -> int | None:
   """The newest step in every row of `reports` [processes, n] (each process's loaded versions,
   padded with -1): the version all can search. None when they hold none in common."""
