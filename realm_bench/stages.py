@@ -237,11 +237,11 @@ def bert_stage(s: Stages) -> Path:
       kind="bert")
 
 
-def ict_stage(s: Stages, bert: Path) -> Path:
+def ict_stage(s: Stages, bert: Path, *, name: str = "ict", extra: Sequence[str] = ()) -> Path:
   c = s.config
-  return s.train("ict", ["runs/ict.gin"], [
+  return s.train(name, ["runs/ict.gin"], [
       f"BERT_RUN = '{bert}'", f"NUM_STEPS = {c.ict_steps}", f"BATCH_SIZE = {c.ict_batch}",
-      f"LEARNING_RATE = {c.ict_lr}", f"WARMUP_STEPS = {c.ict_steps // 10}"],
+      f"LEARNING_RATE = {c.ict_lr}", f"WARMUP_STEPS = {c.ict_steps // 10}", *extra],
       kind="ict")
 
 
