@@ -422,13 +422,18 @@ class AsyncRefresher(Refresher):
           file=sys.stderr)
     self._start_process()
 
+  def _ready_step(self) -> int | None:
+    """The embedder step of the newest index ready to swap in, None before one is."""
+    with self._lock:
+      pending = self._pending
+    return None if pending is None else int(pending[0].manifest["embedder_step"])
+
   def _wait_for(self, step: int) -> None:
     """Blocks until an index embedded at `step` or later is loaded (first index, resume)."""
     clock = time.perf_counter()
     while True:
-      with self._lock:
-        pending = self._pending
-      if pending is not None and int(pending[0].manifest["embedder_step"]) >= step:
+      ready = self._ready_step()
+      if ready is not None and ready >= step:
         break
       self._supervise()
       if self.restarts > self.config.max_builder_restarts:
@@ -566,17 +571,8 @@ class ShardedAsyncRefresher(AsyncRefresher):
     mine[:len(newest)] = newest
     return agreed_version(distributed.allgather(mine))
 
-  def _wait_for(self, step: int) -> None:
-    clock = time.perf_counter()
-    while True:
-      agreed = self._agreed()
-      if agreed is not None and agreed >= step:
-        break
-      self._supervise()
-      if self.restarts > self.config.max_builder_restarts:
-        raise RuntimeError(f"the index builder keeps dying; see {self.log_path}")
-      time.sleep(self.config.poll_seconds / 4)
-    self.wait_seconds += time.perf_counter() - clock
+  def _ready_step(self) -> int | None:
+    return self._agreed()   # a collective: `_wait_for` runs on every process at once
 
   def _swap(self) -> bool:
     agreed = self._agreed()
