@@ -13,10 +13,8 @@ small to tell runs apart. Hence:
 - Blocks read like passages of one encyclopaedia article: the title names the subject, the
   lead passage names it in full once, every other sentence by its short name ("Drosk",
   "Tharmouth", "Vesk" for Vesk Works). Word overlap with the name then favours the entity's
-  own blocks only a little over the blocks of others that mention it. (Generator 2 said "the
-  town" / "the firm" outside the lead passage: those blocks could be found by their title
-  alone, and ICT, whose pseudo-queries are the blocks' own sentences, learned nothing about
-  places and organisations: zero-shot entity recall@5 5-6% against 65% for people.)
+  own blocks only a little over the blocks of others that mention it. (Generator 2's "the
+  town" / "the firm" left ICT nothing to learn about places and organisations.)
 - Subjects stand anywhere in a sentence (lead-ins, passives, subject-final), in every kind of
   text, so no position gives the title away.
 - Vocabulary mismatch: a relation is worded one way in the corpus and another in pre-training
@@ -26,6 +24,8 @@ small to tell runs apart. Hence:
   also occur in other facts' corpus sentences ("year", "work", "based"), as in real text.
 - A salient span is one its sentence plus the gold block pin down: the object always, the
   subject only when no other entity has the same (relation, object).
+- Pre-training text may also state a fact in a question's form (a FAQ page's: question, then
+  answer), never in a question's wording: the form REALM's queries must transfer to.
 - Near-name distractors (one letter away, every fact different) and shared values keep surface
   matching from sufficing.
 
@@ -33,8 +33,9 @@ Questions are split by FACT (subject, relation), with one partition for all thre
 so a test fact is never asked in fine-tuning; the pre-training text states every major fact.
 
 Only the standard library and gin are imported: the generator runs before (and without)
-TensorFlow, JAX or seqio. Everything random comes from one `random.Random(seed)`, iterating
-over lists in a fixed order, so a seed and GENERATOR_VERSION give byte-identical files.
+TensorFlow, JAX or seqio. Everything random comes from `random.Random(seed)` (question-form
+sentences from a stream of their own, so the knob changes nothing else), iterating over lists
+in a fixed order, so a seed and GENERATOR_VERSION give byte-identical files.
 Templates and word lists are in `world_text`, names and values in `world_entities`.
 """
 from __future__ import annotations
@@ -490,17 +491,3 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
               "files": dict(sorted(files.items()))}
   atomic_write_json(out / "manifest.json", manifest)
   return manifest
-
-
-def summary(manifest: dict, out_dir) -> str:
-  c = manifest["counts"]
-  q = "; ".join(f"{b} " + "/".join(str(c["questions"][b][s]) for s in SPLITS)
-                for b in BENCHMARKS)
-  return (f"Synthetic world (generator {manifest['generator_version']}, seed {manifest['seed']}) "
-          f"written to {out_dir}: {c['entities']} entities ({c['people']} people, {c['places']} "
-          f"places, {c['organisations']} organisations, of which {c['distractors']} are "
-          f"near-name distractors), {c['blocks']} corpus blocks, {c['facts']} asked facts "
-          f"(train/dev/test {'/'.join(str(c['facts_per_split'][s]) for s in SPLITS)}) and "
-          f"{c['minor_facts']} minor ones, {c['pretrain_sentences']} pre-training sentences; "
-          f"questions train/dev/test: {q}.")
-

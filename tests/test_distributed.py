@@ -158,8 +158,8 @@ def test_a_sharded_version_is_whole_only_with_its_manifest_and_loads_per_process
 
 
 def test_processes_agree_on_the_newest_version_all_of_them_hold():
-  from realm_bench.retrieval import async_refresh  # pylint: disable=g-import-not-at-top
-  agreed = async_refresh.agreed_version
+  from realm_bench.retrieval import sharded_async_refresh  # pylint: disable=g-import-not-at-top
+  agreed = sharded_async_refresh.agreed_version
   assert agreed(np.array([[0, 2, 6, -1], [0, 2, 4, -1]])) == 2   # one skipped v4, one has no v6
   assert agreed(np.array([[0, 2, 4, 6], [0, 2, 4, 6]])) == 6
   assert agreed(np.array([[-1, -1], [0, -1]])) is None             # a process holds none yet

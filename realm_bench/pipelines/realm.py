@@ -22,10 +22,11 @@ import numpy as np
 from realm_bench import distributed
 from realm_bench.iteration import HOST_METRICS_KEY
 from realm_bench.pipelines import base, batching, token_file
-from realm_bench.retrieval.async_refresh import AsyncRefresher, ShardedAsyncRefresher
+from realm_bench.retrieval.async_refresh import AsyncRefresher
 from realm_bench.retrieval.embed import Towers
 from realm_bench.retrieval.index import ExactIndex, MipsIndex
 from realm_bench.retrieval.refresh import IndexRefreshHook, RefreshConfig, SyncRefresher
+from realm_bench.retrieval.sharded_async_refresh import ShardedAsyncRefresher
 
 
 @gin.configurable
