@@ -33,8 +33,10 @@ def _interval(values):
 
 
 def main(reference, groups, outs, versus=()):
+  runs = dict(groups)
   for a, b in versus:
-    runs = dict(groups)
+    if a not in runs or b not in runs:
+      sys.exit(f"--versus {a}:{b}: name two of the groups ({', '.join(runs)})")
     _differences(f"{a} - {b}", outs, [(x, y) for x, y in zip(runs[a], runs[b])])
   for group, runs in groups:
     _differences(group, outs, [(run, reference) for run in runs])
