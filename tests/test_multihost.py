@@ -3,8 +3,8 @@
 The processes are started by `realm_bench.launch_local` (a free local port as coordinator, gloo
 for the CPU collectives) running tests/multihost_worker.py. Marked `multihost` and run by
 `make test-multihost`: they start subprocesses that talk TCP to each other, which a sandboxed
-CI runner may forbid, and take ~3-5 min on 2 cores (the toy model's 4 tests ~35 s, REALM's 3
-the rest). The in-process pieces (configs, shards, the top-k merge) are tested in
+CI runner may forbid, and take ~2 min on 2 idle cores (the toy model's 4 tests ~35 s, REALM's
+3 the rest). The in-process pieces (configs, shards, the top-k merge) are tested in
 tests/test_distributed.py, in the default suite.
 
 Tolerances: a 2-process run and a 1-process run of the same 8-device mesh execute the same
