@@ -451,14 +451,18 @@ class AsyncRefresher(Refresher):
   def restore(self, version: str | None, params, step: int) -> None:
     """Reloads the index the checkpoint was using, or waits for one built at `step`."""
     self._launch(step)
-    path = self.index_root / version if version else None
-    if path is not None and (path / "manifest.json").exists():
-      self.index, self.version_path = load_index(path), path
-      self.last_refresh_step = self.embedder_step
-    else:
+    if not self._reload(self.index_root / version if version else None):
       self._export(step, params)
       self._wait_for(step)
       self._swap()
+
+  def _reload(self, path: Path | None) -> bool:
+    """Searches the checkpoint's version `path` again if it is whole; False: rebuild it."""
+    if path is None or not (path / "manifest.json").exists():
+      return False
+    self.index, self.version_path = load_index(path), path
+    self.last_refresh_step = self.embedder_step
+    return True
 
   def stats(self) -> dict:
     return {**duration_stats(self.durations),

@@ -161,21 +161,17 @@ class ShardedAsyncRefresher(AsyncRefresher):
       export_embedder(self.export_dir, step, retriever)
     self.last_refresh_step = step
 
-  def restore(self, version: str | None, params, step: int) -> None:
-    """Reloads this host's shard of the checkpoint's version if every host still has its
-    own, else exports the restored tower and waits for the version all builders make of it."""
-    self._launch(step)
-    path = self.index_root / version if version else None
+  def _reload(self, path: Path | None) -> bool:
+    """This host's shard of the checkpoint's version, if every host still has its own (a
+    collective: else all of them wait for the version the builders make again)."""
     mine = path is not None and (path / shard_name(self.shard.index) / "manifest.json").exists()
-    if distributed.allgather(np.int64(mine)).all():
-      local = load_index(path / shard_name(self.shard.index))
-      self.index = ShardedIndex.wrap(local, row_range=local.manifest.get("row_range"))
-      self.version_path = path
-      self.last_refresh_step = self.embedder_step
-    else:
-      self._export(step, params)
-      self._wait_for(step)
-      self._swap()
+    if not distributed.allgather(np.int64(mine)).all():
+      return False
+    local = load_index(path / shard_name(self.shard.index))
+    self.index = ShardedIndex.wrap(local, row_range=local.manifest.get("row_range"))
+    self.version_path = path
+    self.last_refresh_step = self.embedder_step
+    return True
 
   def stats(self) -> dict:
     return {**super().stats(), "builders": self.shard.num_shards,
