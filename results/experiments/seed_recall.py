@@ -75,8 +75,12 @@ if __name__ == "__main__":
   if "--" not in args or len(args) < 4:
     sys.exit(__doc__)
   cut = args.index("--")
-  ref, specs, outs = args[0], args[1:cut], args[cut + 1:]
-  pairs = [tuple(specs[i + 1].split(":")) for i, s in enumerate(specs) if s == "--versus"]
-  specs = [s for i, s in enumerate(specs)
-           if s != "--versus" and (i == 0 or specs[i - 1] != "--versus")]
-  main(ref, [(s.split("=", 1)[0], s.split("=", 1)[1].split(",")) for s in specs], outs, pairs)
+  ref, specs, outs = args[0], iter(args[1:cut]), args[cut + 1:]
+  groups, pairs = [], []
+  for spec in specs:
+    if spec == "--versus":
+      pairs.append(tuple(next(specs, ":").split(":", 1)))
+    else:
+      name, _, runs = spec.partition("=")
+      groups.append((name, runs.split(",")))
+  main(ref, groups, outs, pairs)
