@@ -174,6 +174,19 @@ def test_padding_does_not_change_embeddings():
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_ict_loss_is_the_in_batch_cross_entropy_of_the_scaled_inner_products():
+  ids = RNG.integers(5, 50, size=(3, 6)).astype(np.int32)
+  ids[:, 0], ids[:, 2] = CLS, SEP
+  batch = {"query_ids": ids[:, 3:], "doc_ids": ids}
+  model = models.IctModel(retriever_config=TINY, proj_dim=8, sep_id=SEP, score_scale=0.25)
+  params = model.init_params(jax.random.PRNGKey(0), batch)
+  loss, _ = model.loss_fn(params, batch, jax.random.PRNGKey(1))   # TINY has no dropout
+  q = model.embed_queries(params, batch["query_ids"])
+  d = model.embed_docs(params, batch["doc_ids"])
+  log_probs = jax.nn.log_softmax(0.25 * np.asarray(q) @ np.asarray(d).T, axis=-1)
+  assert float(loss) == pytest.approx(-float(np.mean(np.diag(log_probs))), rel=1e-5)
+
+
 def _pretrain_batch(b=2, k=3, lq=6, lb=5, m=2):
   q = RNG.integers(5, 50, size=(b, lq)).astype(np.int32)
   q[:, -1] = 0
