@@ -33,7 +33,7 @@ import numpy as np
 
 from realm_bench.errors import InputError
 from realm_bench.models_base import BaseModel
-from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead
+from realm_bench.networks.bert import BertConfig, BertEncoder, MlmHead, Projection
 from realm_bench.networks.embedder import Retriever, inner_products
 from realm_bench.networks.reader import NEG_INF, SpanHead, span_validity
 from realm_bench.objectives import (marginal_span_log_likelihood, realm_log_likelihood,
@@ -80,17 +80,25 @@ class IctNet(nn.Module):
 
 
 class MlmNet(nn.Module):
-  """A BERT encoder with its masked-LM head, named as REALM's reader so it warm-starts one."""
+  """A BERT encoder with its masked-LM head, named as REALM's reader so it warm-starts one;
+  with `next_sentence`, also BERT's next-sentence head on the pooled [CLS] (2 logits:
+  second segment follows / is random), and the call returns both heads' logits."""
   config: BertConfig
+  next_sentence: bool = False
 
   def setup(self):
     self.reader = BertEncoder(self.config)
     self.mlm_head = MlmHead(self.config)
+    if self.next_sentence:
+      self.next_sentence_head = Projection(self.config, (2,), ("embed", None))
 
   def __call__(self, input_ids, mlm_positions, input_types=None, *, deterministic=True):
-    hidden, _ = self.reader(input_ids, input_types, deterministic=deterministic)
+    hidden, pooled = self.reader(input_ids, input_types, deterministic=deterministic)
     picked = jnp.take_along_axis(hidden, mlm_positions[..., None], axis=1)
-    return self.mlm_head(picked, self.reader)
+    logits = self.mlm_head(picked, self.reader)
+    if not self.next_sentence:
+      return logits
+    return logits, self.next_sentence_head(pooled)
 
 
 class _ScoredNet(IctNet):
@@ -169,9 +177,16 @@ class MlmModel(BaseModel):
 
   Batch: `pipelines.batching.MLM_BATCH`. `vocabulary` sizes the embeddings when the config's
   vocab_size is 0, as for the retriever models.
+
+  `next_sentence_weight` > 0 adds BERT's next-sentence loss (batches then carry
+  `next_is_random`), which BERT-base was trained with. Without it nothing trains the pooled
+  [CLS] every retriever tower reads (the BERT stage's pooled output is ~97% one vector for
+  every input); with it, at this scale, ICT from the BERT stage does worse (experiment log
+  E67), so the quickstart leaves it off.
   """
   config: BertConfig
   vocabulary: Any = None
+  next_sentence_weight: float = 0.0
 
   def __post_init__(self):
     if self.config.vocab_size == 0:
@@ -180,32 +195,52 @@ class MlmModel(BaseModel):
       self.config = dataclasses.replace(self.config, vocab_size=self.vocabulary.vocab_size)
 
   def _net(self):
-    return MlmNet(self.config)
+    if not self.next_sentence_weight >= 0.0:
+      raise InputError(f"must be at least 0, got {self.next_sentence_weight!r}",
+                       field="MlmModel.next_sentence_weight")
+    return MlmNet(self.config, next_sentence=self.next_sentence_weight > 0)
 
   def init_params(self, rng, batch):
     return self._net().init({"params": rng}, batch["input_ids"], batch["mlm_positions"])["params"]
 
-  def _token_log_probs(self, params, batch, dropout_rng=None):
-    logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"],
-                               batch.get("input_types"), **_train_mode(dropout_rng))
+  def _apply(self, params, batch, dropout_rng=None):
+    """(masked-LM logits, next-sentence logits or None)."""
+    out = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"],
+                            batch.get("input_types"), **_train_mode(dropout_rng))
+    return out if self.next_sentence_weight > 0 else (out, None)
+
+  @staticmethod
+  def _target_log_probs(logits, targets):
     log_probs = jax.nn.log_softmax(logits, axis=-1)
-    picked = jnp.take_along_axis(log_probs, batch["mlm_targets"][..., None], axis=-1)[..., 0]
-    return logits, picked
+    return jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
 
   def loss_fn(self, params, batch, dropout_rng):
-    logits, token_log_probs = self._token_log_probs(params, batch, dropout_rng)
+    if self.next_sentence_weight > 0 and "next_is_random" not in batch:
+      raise InputError("next_sentence_weight > 0 needs batches with next_is_random (the BERT "
+                       "stage with pair_restatements and a negative_rate)",
+                       field="MlmModel.next_sentence_weight")
+    logits, nsp_logits = self._apply(params, batch, dropout_rng)
+    token_log_probs = self._target_log_probs(logits, batch["mlm_targets"])
     weights = batch["mlm_weights"]
     loss = -jnp.sum(token_log_probs * weights) / jnp.maximum(jnp.sum(weights), 1.0)
     correct = (jnp.argmax(logits, axis=-1) == batch["mlm_targets"]).astype(jnp.float32)
-    return loss, {"mlm_accuracy": _masked_mean(correct, weights > 0)}
+    metrics = {"mlm_accuracy": _masked_mean(correct, weights > 0)}
+    if nsp_logits is not None:
+      labels, paired = batch["next_is_random"], batch["next_sentence_weights"]
+      nsp_loss = -jnp.sum(self._target_log_probs(nsp_logits, labels) * paired) / jnp.maximum(jnp.sum(paired), 1.0)
+      loss = loss + self.next_sentence_weight * nsp_loss
+      metrics["next_sentence_loss"] = nsp_loss
+      metrics["next_sentence_accuracy"] = _masked_mean(
+          (jnp.argmax(nsp_logits, -1) == labels).astype(jnp.float32), paired > 0)
+    return loss, metrics
 
   def predict_batch(self, params, batch):
-    logits = self._net().apply({"params": params}, batch["input_ids"], batch["mlm_positions"],
-                               batch.get("input_types"))
+    logits, _ = self._apply(params, batch)
     return {"tokens": jnp.argmax(logits, axis=-1)}
 
   def score_batch(self, params, batch):
-    _, token_log_probs = self._token_log_probs(params, batch)
+    logits, _ = self._apply(params, batch)
+    token_log_probs = self._target_log_probs(logits, batch["mlm_targets"])
     return jnp.sum(token_log_probs * batch["mlm_weights"], axis=-1)
 
 

@@ -229,11 +229,11 @@ def reference_points(s: Stages) -> None:
           for name, value in [next(iter(metrics.items()))]))
 
 
-def bert_stage(s: Stages) -> Path:
+def bert_stage(s: Stages, *, name: str = "bert", extra: Sequence[str] = ()) -> Path:
   c = s.config
-  return s.train("bert", ["runs/bert.gin"], [
+  return s.train(name, ["runs/bert.gin"], [
       f"NUM_STEPS = {c.bert_steps}", f"BATCH_SIZE = {c.bert_batch}",
-      f"LEARNING_RATE = {c.bert_lr}", f"WARMUP_STEPS = {c.bert_steps // 10}"],
+      f"LEARNING_RATE = {c.bert_lr}", f"WARMUP_STEPS = {c.bert_steps // 10}", *extra],
       kind="bert")
 
 

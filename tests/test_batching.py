@@ -174,3 +174,30 @@ def test_negative_pairs_take_the_second_segment_from_another_block():
     pipeline.seed = step
     seconds.add(tuple(pipeline.prepare(step, None, examples[:1])["input_ids"][0, 4:6]))
   assert seconds == {(30, 31), (40, 41)}      # its restatement, or the other block's sentence
+
+
+def test_negative_pairs_are_labelled_for_the_next_sentence_loss():
+  from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
+  examples = [{"inputs": np.array([2, 1, 21, 3]), "targets": np.array([0, 20, 0, 0]),
+               "block_id": 5},
+              {"inputs": np.array([2, 30, 31, 3]), "targets": np.array([0, 0, 0, 0]),
+               "block_id": 5},
+              {"inputs": np.array([2, 40, 41, 3]), "targets": np.array([0, 0, 0, 0]),
+               "block_id": 6}]
+  pipeline = mlm.MlmPipeline(pair_restatements=True, max_masks=2, negative_rate=0.5)
+  pipeline.restatements = mlm.restatements_of(examples)
+  pipeline.examples, pipeline.input_len, pipeline.specials = examples, 8, SPECIALS
+  labels = set()
+  for step in range(20):
+    pipeline.seed = step
+    b = pipeline.prepare(step, None, examples)
+    batching.MLM_BATCH.check(b)
+    random_next = tuple(b["input_ids"][0, 4:6]) == (40, 41)
+    assert b["next_is_random"][0] == int(random_next)
+    labels.add(int(b["next_is_random"][0]))
+    # The third sentence has no restatement: no second segment, so no label counts.
+    np.testing.assert_array_equal(b["next_sentence_weights"], [1, 1, 0])
+    assert b["next_is_random"][2] == 0
+  assert labels == {0, 1}
+  pipeline.negative_rate = 0.0
+  assert "next_is_random" not in pipeline.prepare(0, None, examples)

@@ -8,6 +8,7 @@ import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax.core import meta
 
 from realm_bench import models, objectives, warm_start as warm_start_lib
 from realm_bench.errors import InputError
@@ -335,6 +336,36 @@ def test_mlm_model_loss_is_the_mean_cross_entropy_of_the_masked_slots():
   assert 0.0 <= float(metrics["mlm_accuracy"]) <= 1.0
   tokens = jax.jit(model.predict_batch)(params, batch)["tokens"]
   np.testing.assert_array_equal(tokens, np.argmax(logits, axis=-1))
+
+
+def test_next_sentence_loss_is_added_with_its_weight_over_the_paired_rows():
+  ids = RNG.integers(5, 50, size=(3, 6)).astype(np.int32)
+  batch = {"input_ids": ids, "mlm_positions": np.array([[1, 2], [3, 0], [2, 0]], np.int32),
+           "mlm_targets": np.array([[7, 8], [9, 0], [6, 0]], np.int32),
+           "mlm_weights": np.array([[1, 1], [1, 0], [1, 0]], np.float32),
+           "next_is_random": np.array([1, 0, 1], np.int32),
+           "next_sentence_weights": np.array([1, 1, 0], np.float32)}
+  model = models.MlmModel(config=TINY, next_sentence_weight=0.5)
+  params = meta.unbox(model.init_params(jax.random.PRNGKey(0), batch))
+  assert params["next_sentence_head"]["kernel"].shape == (TINY.hidden_size, 2)
+  loss, metrics = model.loss_fn(params, batch, None)
+  mlm_logits, nsp_logits = models.MlmNet(TINY, next_sentence=True).apply(
+      {"params": params}, ids, batch["mlm_positions"])
+  lp = jax.nn.log_softmax(np.asarray(mlm_logits), axis=-1)
+  mlm = -(lp[0, 0, 7] + lp[0, 1, 8] + lp[1, 0, 9] + lp[2, 0, 6]) / 4
+  nsp = jax.nn.log_softmax(np.asarray(nsp_logits), axis=-1)
+  nsp_loss = -(nsp[0, 1] + nsp[1, 0]) / 2           # row 2 has no second segment
+  assert float(metrics["next_sentence_loss"]) == pytest.approx(float(nsp_loss), rel=1e-5)
+  assert float(loss) == pytest.approx(float(mlm + 0.5 * nsp_loss), rel=1e-5)
+  # The masked-LM parameters are those of the model without the head: a reader warm-starts.
+  plain = models.MlmModel(config=TINY).init_params(jax.random.PRNGKey(0), batch)
+  assert sorted(plain) == sorted(k for k in params if k != "next_sentence_head")
+  del batch["next_is_random"]
+  with pytest.raises(InputError, match="next_is_random"):
+    model.loss_fn(params, batch, None)
+  with pytest.raises(InputError, match="at least 0"):
+    models.MlmModel(config=TINY, next_sentence_weight=-1.0).init_params(
+        jax.random.PRNGKey(0), batch)
 
 
 def test_warm_start_copies_named_subtrees_and_refuses_what_is_missing():

@@ -85,6 +85,11 @@ MLM_BATCH = BatchSpec("mlm", {
     "mlm_positions": Field(("batch", "masks"), "int32", "positions to predict"),
     "mlm_targets": Field(("batch", "masks"), "int32", "their ids"),
     "mlm_weights": Field(("batch", "masks"), "float32", "1 for a real slot, 0 for padding"),
+    "next_is_random": Field(("batch",), "int32", "1 where the second segment is a random "
+                            "sentence, not a restatement (BERT's next-sentence label)",
+                            optional=True),
+    "next_sentence_weights": Field(("batch",), "float32", "1 for a row with a second segment",
+                                   optional=True),
 })
 
 REALM_BATCH = BatchSpec("realm_pretrain", {

@@ -14,7 +14,9 @@
   that fraction of second segments is a sentence about another fact of another block, as
   half of BERT's second segments are random (next-sentence prediction): the encoder then
   learns to fill from the other segment only when it is about the same thing, which is what a
-  reader of retrieved blocks, most of which do not hold the fact, has to decide.
+  reader of retrieved blocks, most of which do not hold the fact, has to decide. Those
+  batches say which rows are random (`next_is_random`, over the rows with a second segment,
+  `next_sentence_weights`), for BERT's next-sentence loss (`MlmModel.next_sentence_weight`).
 - `ClosedBookPipeline`: a question followed by `answer_len` [MASK] slots; the model fills in
   the answer's wordpieces and a closing [SEP] from its parameters alone (the paper's T5 rows
   answer from memory too). It can only know what pre-training stated, which is the point of
@@ -113,7 +115,9 @@ class MlmPipeline(base.Pipeline):
     del params
     rng = np.random.default_rng([self.seed, step, 11])
     examples, types = [], []
-    for e in raw:
+    is_random = np.zeros(len(raw), np.int32)
+    paired = np.zeros(len(raw), np.float32)
+    for i, e in enumerate(raw):
       if "block" in e:
         ids = self.corpus.doc_inputs[e["block"]]
         examples.append(self._mask_block(ids, rng))
@@ -121,8 +125,10 @@ class MlmPipeline(base.Pipeline):
       elif self.pair_restatements and self.restatements[e["index"]]:
         others = self.restatements[e["index"]]
         other = self.examples[others[int(rng.integers(len(others)))]]
+        paired[i] = 1.0
         if self.negative_rate and rng.random() < self.negative_rate:
           other = self._other_block_sentence(e, rng)
+          is_random[i] = 1
         second = np.asarray(other["inputs"])[1:]   # without its [CLS]
         second = np.where(second == self.specials.mask, np.asarray(other["targets"])[1:], second)
         inputs = np.concatenate([e["inputs"], second]).astype(np.int32)
@@ -134,6 +140,8 @@ class MlmPipeline(base.Pipeline):
         types.append(np.zeros(len(e["inputs"]), np.int32))
     batch = batching.mlm_batch(examples, input_len=self.input_len, max_masks=self.max_masks)
     batch["input_types"] = batching.pad_rows(types, self.input_len)
+    if self.negative_rate:
+      batch["next_is_random"], batch["next_sentence_weights"] = is_random, paired
     return batch
 
 
