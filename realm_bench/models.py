@@ -81,8 +81,7 @@ class IctNet(nn.Module):
 
 class MlmNet(nn.Module):
   """A BERT encoder with its masked-LM head, named as REALM's reader so it warm-starts one;
-  with `next_sentence`, also BERT's next-sentence head on the pooled [CLS] (2 logits:
-  second segment follows / is random), and the call returns both heads' logits."""
+  `next_sentence` adds BERT's next-sentence head on the pooled [CLS] (its logits returned too)."""
   config: BertConfig
   next_sentence: bool = False
 
@@ -178,11 +177,9 @@ class MlmModel(BaseModel):
   Batch: `pipelines.batching.MLM_BATCH`. `vocabulary` sizes the embeddings when the config's
   vocab_size is 0, as for the retriever models.
 
-  `next_sentence_weight` > 0 adds BERT's next-sentence loss (batches then carry
-  `next_is_random`), which BERT-base was trained with. Without it nothing trains the pooled
-  [CLS] every retriever tower reads (the BERT stage's pooled output is ~97% one vector for
-  every input); with it, at this scale, ICT from the BERT stage does worse (experiment log
-  E67), so the quickstart leaves it off.
+  `next_sentence_weight` > 0 adds BERT-base's next-sentence loss (batches then carry
+  `next_is_random`). It trains the pooled [CLS] the retriever towers read, yet ICT from such
+  a BERT stage does worse (experiment log E67), so the quickstart leaves it off.
   """
   config: BertConfig
   vocabulary: Any = None
@@ -227,11 +224,11 @@ class MlmModel(BaseModel):
     metrics = {"mlm_accuracy": _masked_mean(correct, weights > 0)}
     if nsp_logits is not None:
       labels, paired = batch["next_is_random"], batch["next_sentence_weights"]
-      nsp_loss = -jnp.sum(self._target_log_probs(nsp_logits, labels) * paired) / jnp.maximum(jnp.sum(paired), 1.0)
+      nsp_loss = -_masked_mean(self._target_log_probs(nsp_logits, labels), paired)
       loss = loss + self.next_sentence_weight * nsp_loss
       metrics["next_sentence_loss"] = nsp_loss
       metrics["next_sentence_accuracy"] = _masked_mean(
-          (jnp.argmax(nsp_logits, -1) == labels).astype(jnp.float32), paired > 0)
+          (jnp.argmax(nsp_logits, -1) == labels).astype(jnp.float32), paired)
     return loss, metrics
 
   def predict_batch(self, params, batch):
@@ -303,9 +300,7 @@ class IctModel(_RetrieverModel):
 
   Batch: `pipelines.batching.ICT_BATCH`.
 
-  `score_scale` multiplies the in-batch logits in training only (a positive scale leaves
-  every ranking as it is). At 1.0 (the inner product, as ORQA trains) LayerNorm'ed 128-d
-  towers start with a loss of ~9 nats; 1/sqrt(128) starts it at ln(batch), but changed
+  `score_scale` (see above) scales the in-batch logits of training only; 1/sqrt(128) changed
   neither how often ICT fails nor how well it works (experiment log E66).
   """
   score_scale: float = 1.0

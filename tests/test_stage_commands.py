@@ -51,3 +51,21 @@ def test_a_stage_reruns_from_its_recorded_command(world, tmp_path, monkeypatch):
   assert again.steps == first.steps == 3
   assert again.metrics == first.metrics
   assert again.command == command_line(argv)   # a run started from the CLI keeps its argv
+
+
+class _Recorded(stages_lib.Stages):
+  """Stages that record what each stage would train instead of training it."""
+
+  def train(self, name, gin_files, bindings, *, kind="train"):
+    self.trained = (name, list(gin_files), list(bindings))
+    return self.runs / name
+
+
+def test_ict_warms_up_over_its_configured_fraction_and_extra_bindings_come_last(tmp_path):
+  s = _Recorded(tmp_path, stages_lib.QuickstartConfig(ict_steps=20, ict_warmup_fraction=0.3))
+  stages_lib.ict_stage(s, tmp_path / "bert", name="ict_x", extra=["SEED = 3"])
+  name, files, bindings = s.trained
+  assert name == "ict_x" and files == ["runs/ict.gin"]
+  assert "WARMUP_STEPS = 6" in bindings and bindings[-1] == "SEED = 3"
+  stages_lib.bert_stage(s, name="bert_x", extra=["NEGATIVE_RATE = 0.5"])
+  assert s.trained[0] == "bert_x" and s.trained[2][-1] == "NEGATIVE_RATE = 0.5"
