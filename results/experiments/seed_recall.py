@@ -3,9 +3,10 @@
   python results/experiments/seed_recall.py REFERENCE GROUP=RUN,RUN,... [GROUP=...] \
       [--versus GROUP_A:GROUP_B] -- OUT ...
 
-Each OUT is a world's experiment folder (its `runs/` holds the recall records); REFERENCE is
-the recall run every variant is paired with (the world's ICT, `ict_recall_dev`); a GROUP lists
-the recall runs of one recipe, one per seed. Prints, per group, every run's Recall@5 and its
+Each OUT is a world's experiment folder (its `runs/` holds the recall records) or a records
+folder holding them directly (`results/records/...`; a missing record is named on stderr and
+its pair skipped); REFERENCE is the recall run every variant is paired with (the world's ICT,
+`ict_recall_dev`); a GROUP lists the recall runs of one recipe, one per seed. Prints, per group, every run's Recall@5 and its
 paired difference from the reference (points +- SE over the same questions), then the mean
 difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
 the world means (the conservative one: worlds are the units a recipe must hold on).
@@ -49,13 +50,16 @@ def _differences(title, outs, pairs):
   print("|---|---|---:|---:|---:|")
   diffs, world_means = [], []
   for out in outs:
+    # An experiment folder keeps its runs in runs/; a records folder holds them directly.
+    runs_dir = Path(out) / "runs" if (Path(out) / "runs").is_dir() else Path(out)
     here = []
     for run, against in pairs:
-      path = Path(out) / "runs" / run / RECORD_NAME
-      if not path.exists() or not (Path(out) / "runs" / against / RECORD_NAME).exists():
+      path, ref_path = runs_dir / run / RECORD_NAME, runs_dir / against / RECORD_NAME
+      if not path.exists() or not ref_path.exists():
+        print(f"{out}: no {path if not path.exists() else ref_path}; pair skipped",
+              file=sys.stderr)
         continue
-      rec = read_record(path)
-      ref = read_record(Path(out) / "runs" / against / RECORD_NAME)
+      rec, ref = read_record(path), read_record(ref_path)
       d, se = summary.paired_difference(rec, ref)
       here.append(d)
       print(f"| {Path(out).name} | {run} | {rec.metrics['recall@5']:.1f} | "
@@ -63,6 +67,8 @@ def _differences(title, outs, pairs):
     diffs += here
     if here:
       world_means.append(float(np.mean(here)))
+  if not diffs:
+    sys.exit(f"{title}: none of the runs has a recall record in these folders")
   lo, hi = _interval(diffs)
   wlo, whi = _interval(world_means)
   print(f"\nmean difference {np.mean(diffs):+.2f} over {len(diffs)} runs, 95% interval over "
