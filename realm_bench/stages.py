@@ -53,7 +53,7 @@ class QuickstartConfig:
   # ICT's warm-up, a fraction of its steps. Every ICT run starts from one embedding for all
   # inputs (nothing trains the BERT stage's pooled [CLS]); at the full rate by step 100 (0.1)
   # the runs from some BERT stages settle in a solution that does not find the questions'
-  # subjects, at 0.3 they do not (results/EXPERIMENTS.md E65-E69).
+  # subjects, at 0.3 they do not (results/EXPERIMENTS.md E66-E69).
   ict_warmup_fraction: float = 0.3
   # > 0: REALM pre-training in two phases (results/EXPERIMENTS.md E58), the retriever alone
   # first, under the BERT stage's reader held fixed (READER_LR_SCALE = 0) at its own rate,
