@@ -158,7 +158,9 @@ def test_restatement_pairs_join_two_sentences_of_one_fact_with_the_second_unmask
   np.testing.assert_array_equal(b["input_types"][2], 0)
 
 
-def test_negative_pairs_take_the_second_segment_from_another_block():
+def _negative_pair_pipeline():
+  """Two restatements of block 5 and one sentence of block 6 (restated nowhere), half the
+  second segments random."""
   from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
   examples = [{"inputs": np.array([2, 1, 21, 3]), "targets": np.array([0, 20, 0, 0]),
                "block_id": 5},
@@ -169,6 +171,11 @@ def test_negative_pairs_take_the_second_segment_from_another_block():
   pipeline = mlm.MlmPipeline(pair_restatements=True, max_masks=2, negative_rate=0.5)
   pipeline.restatements = mlm.restatements_of(examples)
   pipeline.examples, pipeline.input_len, pipeline.specials = examples, 8, SPECIALS
+  return pipeline, examples
+
+
+def test_negative_pairs_take_the_second_segment_from_another_block():
+  pipeline, examples = _negative_pair_pipeline()
   seconds = set()
   for step in range(20):
     pipeline.seed = step
@@ -177,16 +184,7 @@ def test_negative_pairs_take_the_second_segment_from_another_block():
 
 
 def test_negative_pairs_are_labelled_for_the_next_sentence_loss():
-  from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
-  examples = [{"inputs": np.array([2, 1, 21, 3]), "targets": np.array([0, 20, 0, 0]),
-               "block_id": 5},
-              {"inputs": np.array([2, 30, 31, 3]), "targets": np.array([0, 0, 0, 0]),
-               "block_id": 5},
-              {"inputs": np.array([2, 40, 41, 3]), "targets": np.array([0, 0, 0, 0]),
-               "block_id": 6}]
-  pipeline = mlm.MlmPipeline(pair_restatements=True, max_masks=2, negative_rate=0.5)
-  pipeline.restatements = mlm.restatements_of(examples)
-  pipeline.examples, pipeline.input_len, pipeline.specials = examples, 8, SPECIALS
+  pipeline, examples = _negative_pair_pipeline()
   labels = set()
   for step in range(20):
     pipeline.seed = step
