@@ -244,6 +244,10 @@ def bert_stage(s: Stages, *, name: str = "bert", extra: Sequence[str] = ()) -> P
 
 def ict_stage(s: Stages, bert: Path, *, name: str = "ict", extra: Sequence[str] = ()) -> Path:
   c = s.config
+  if not 0.0 <= c.ict_warmup_fraction <= 1.0:
+    from realm_bench.errors import InputError  # pylint: disable=g-import-not-at-top
+    raise InputError(f"must be in [0, 1], got {c.ict_warmup_fraction!r}",
+                     field="QuickstartConfig.ict_warmup_fraction")
   return s.train(name, ["runs/ict.gin"], [
       f"BERT_RUN = '{bert}'", f"NUM_STEPS = {c.ict_steps}", f"BATCH_SIZE = {c.ict_batch}",
       f"LEARNING_RATE = {c.ict_lr}",

@@ -1,12 +1,16 @@
-"""A driver's stage records the standalone command it stands for, and that command reruns it."""
+"""A driver's stage records the standalone command it stands for, and that command reruns it;
+the stages pass the quickstart's settings and a caller's extra bindings."""
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 
+import pytest
+
 from realm_bench import cli, gin_utils
 from realm_bench import eval as eval_lib
 from realm_bench import stages as stages_lib
+from realm_bench.errors import InputError
 from realm_bench.reporting.records import command_line, read_record
 
 
@@ -69,3 +73,6 @@ def test_ict_warms_up_over_its_configured_fraction_and_extra_bindings_come_last(
   assert "WARMUP_STEPS = 6" in bindings and bindings[-1] == "SEED = 3"
   stages_lib.bert_stage(s, name="bert_x", extra=["NEGATIVE_RATE = 0.5"])
   assert s.trained[0] == "bert_x" and s.trained[2][-1] == "NEGATIVE_RATE = 0.5"
+  s.config = stages_lib.QuickstartConfig(ict_warmup_fraction=1.5)
+  with pytest.raises(InputError, match="QuickstartConfig.ict_warmup_fraction"):
+    stages_lib.ict_stage(s, tmp_path / "bert")
