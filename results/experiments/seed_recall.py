@@ -6,9 +6,10 @@
 Each OUT is a world's experiment folder (its `runs/` holds the recall records) or a records
 folder holding them directly (`results/records/...`; a missing record is named on stderr and
 its pair skipped); REFERENCE is the recall run every variant is paired with (the world's ICT,
-`ict_recall_dev`); a GROUP lists the recall runs of one recipe, one per seed. Prints, per group, every run's Recall@5 and its
-paired difference from the reference (points +- SE over the same questions), then the mean
-difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
+`ict_recall_dev`); a GROUP lists the recall runs of one recipe, one per seed (a run name may
+be a glob pattern that matches one run in each folder). Prints, per group, every run's
+Recall@5 and its paired difference from the reference (points +- SE over the same
+questions), then the mean difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
 the world means (the conservative one: worlds are the units a recipe must hold on).
 `--versus A:B` also pairs two recipes directly, run by run (the n-th run of A with the n-th of
 B, i.e. the same seed), for a difference between recipes that does not go through the
@@ -43,6 +44,16 @@ def main(reference, groups, outs, versus=()):
     _differences(group, outs, [(run, reference) for run in runs])
 
 
+def _record(runs_dir: Path, name: str) -> Path | None:
+  """The record of run `name` in `runs_dir`, or None; a glob pattern (runs named by a seed
+  that differs between folders, e.g. "bert_seed?_ict_recall_dev") must match one run."""
+  found = sorted(runs_dir.glob(f"{name}/{RECORD_NAME}"))
+  if len(found) > 1:
+    sys.exit(f"{runs_dir}: {name!r} matches {len(found)} runs "
+             f"({', '.join(p.parent.name for p in found)}); name one")
+  return found[0] if found else None
+
+
 def _differences(title, outs, pairs):
   """Each OUT's paired differences of the (run, against) pairs, and their intervals."""
   print(f"\n{title}\n")
@@ -54,9 +65,9 @@ def _differences(title, outs, pairs):
     runs_dir = Path(out) / "runs" if (Path(out) / "runs").is_dir() else Path(out)
     here = []
     for run, against in pairs:
-      path, ref_path = runs_dir / run / RECORD_NAME, runs_dir / against / RECORD_NAME
-      if not path.exists() or not ref_path.exists():
-        print(f"{out}: no {path if not path.exists() else ref_path}; pair skipped",
+      path, ref_path = _record(runs_dir, run), _record(runs_dir, against)
+      if path is None or ref_path is None:
+        print(f"{out}: no record for {run if path is None else against}; pair skipped",
               file=sys.stderr)
         continue
       rec, ref = read_record(path), read_record(ref_path)
