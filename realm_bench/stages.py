@@ -205,8 +205,9 @@ def make_world(s: Stages, world_config) -> None:
   manifest = s.world / "manifest.json"
   if manifest.exists():
     wanted = json.loads(json.dumps(dataclasses.asdict(world_config)))
-    # A field a folder's manifest predates had its default then.
+    # A field a folder's manifest predates had the value of the world before the field.
     made = {**json.loads(json.dumps(dataclasses.asdict(world_lib.WorldConfig()))),
+            **world_lib.BEFORE_FIELD,
             **json.loads(manifest.read_text(encoding="utf-8")).get("config", {})}
     differ = [k for k in wanted if made.get(k) != wanted[k]]
     if differ:

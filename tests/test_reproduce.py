@@ -155,6 +155,7 @@ def test_a_world_of_another_config_is_refused(tmp_path):
   (tmp_path / "world" / "manifest.json").write_text(json.dumps({"seed": 0, "config": config}))
   (tmp_path / "vocab.txt").write_text("[PAD]\n")
   s = stages_lib.Stages(tmp_path, QuickstartConfig())
-  stages_lib.make_world(s, world_lib.WorldConfig())   # the field's default: the same world
+  # Such a world was made before the knob, at 0, not at the field's default of today.
+  stages_lib.make_world(s, world_lib.WorldConfig(pretrain_question_sentences_per_fact=0))
   with pytest.raises(InputError, match="WorldConfig.pretrain_question_sentences_per_fact"):
-    stages_lib.make_world(s, world_lib.WorldConfig(pretrain_question_sentences_per_fact=1))
+    stages_lib.make_world(s, world_lib.WorldConfig())

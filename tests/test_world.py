@@ -421,17 +421,22 @@ def test_question_form_pretrain_sentences_knob(tiny_config, tmp_path):
 
 def test_question_form_sentences_change_nothing_else(tiny_config, tmp_path):
   """The knob's runs are paired with the default world's: same corpus, splits, questions."""
-  plain = world.generate(out_dir=tmp_path / "plain", config=tiny_config)
+  plain = world.generate(out_dir=tmp_path / "plain", config=dataclasses.replace(
+      tiny_config, pretrain_question_sentences_per_fact=0))
   asked = world.generate(out_dir=tmp_path / "asked", config=dataclasses.replace(
       tiny_config, pretrain_question_sentences_per_fact=1))
   differ = [f for f in plain["files"] if plain["files"][f] != asked["files"][f]]
   assert differ == ["pretrain/sentences.jsonl"]
 
 
-def test_question_form_gin_file_sets_the_knob():
-  parse_gin(["world/question_form.gin"])
-  assert world.WorldConfig().pretrain_question_sentences_per_fact == 1
-  assert world.WorldConfig().num_people == 500   # otherwise the default world
+def test_declarative_gin_file_unsets_the_knob():
+  parse_gin(["world/declarative.gin"])
+  try:
+    config = world.WorldConfig()
+  finally:
+    gin.clear_config()
+  assert config.pretrain_question_sentences_per_fact == 0
+  assert config == dataclasses.replace(world.WorldConfig(), pretrain_question_sentences_per_fact=0)
 
 
 def test_question_form_templates_are_not_the_questions():
