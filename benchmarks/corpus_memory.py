@@ -34,13 +34,18 @@ def _rss() -> np.ndarray:
 
 
 def synthetic_rows(n: int, seed: int = 0):
+  """`token_file.BlockRow`s of random wordpieces, each body's text one word per piece."""
+  from realm_bench.pipelines import token_file  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(seed)
   for i in range(n):
     title = int(rng.integers(1, 12))
     body = int(rng.integers(100, BLOCK_LEN - 3 - title + 1))
     ids = rng.integers(5, 30000, title + body, dtype=np.int32)
-    yield (i, np.concatenate([[101], ids[:title], [102], ids[title:], [102]]).astype(np.int32),
-           2 + title, body)
+    words = [f"w{x}" for x in ids[title:]]
+    ends = np.cumsum([len(w) + 1 for w in words]) - 1
+    yield token_file.BlockRow(
+        i, np.concatenate([[101], ids[:title], [102], ids[title:], [102]]).astype(np.int32),
+        2 + title, body, f"title {i}", " ".join(words), ends - [len(w) for w in words], ends)
 
 
 def _measure(way: str, folder: Path, blocks: int, batches: int) -> None:
@@ -49,9 +54,10 @@ def _measure(way: str, folder: Path, blocks: int, batches: int) -> None:
   if way == "memory":
     rows = list(synthetic_rows(blocks))
     corpus = batching.Corpus(
-        ids=np.array([r[0] for r in rows], np.int64), titles=[], bodies=[],
-        doc_inputs=batching.pad_rows([r[1] for r in rows], BLOCK_LEN), title_ids=[],
-        body_ids=[r[1][r[2]:r[2] + r[3]].copy() for r in rows], body_starts=[], body_ends=[])
+        ids=np.array([r.id for r in rows], np.int64), titles=[], bodies=[],
+        doc_inputs=batching.pad_rows([r.inputs for r in rows], BLOCK_LEN), title_ids=[],
+        body_ids=[r.inputs[r.body_start:r.body_start + r.body_len].copy() for r in rows],
+        body_starts=[], body_ends=[])
     del rows
   else:
     corpus = token_file.open_corpus(folder, {"bench": blocks}, verify=False)

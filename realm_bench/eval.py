@@ -115,7 +115,7 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
              for p, t in zip(predictions, targets)]
   if isinstance(pipeline, OpenQAPipeline) and pipeline.retrieve:
     recall = qa_metrics.recall_at_k(
-        [[pipeline.corpus.bodies[pipeline.corpus.row_of[b]] for b in r["retrieved"]]
+        [[pipeline.corpus.bodies[pipeline.corpus.row(b)] for b in r["retrieved"]]
          for r in rows], targets, k=pipeline.num_read,
         matcher="regex" if pipeline.regex_answers else "string")
     stats[f"finetuned_recall@{pipeline.num_read}"] = 100.0 * recall
@@ -187,7 +187,7 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
   else:
     raise InputError(f"expected 'dense' or 'bm25', got {retriever!r}", field="retriever")
   answers = [[qa_metrics.to_text(a) for a in e["answers"]] for e in examples]
-  blocks = [[corpus.bodies[corpus.row_of[int(b)]] for b in row if b >= 0] for row in retrieved]
+  blocks = [[corpus.bodies[corpus.row(int(b))] for b in row if b >= 0] for row in retrieved]
   hits = [any(qa_metrics.has_answer(b, a, matcher=matcher) for b in row[:k])
           for row, a in zip(blocks, answers)]
   recall = sum(hits) / max(len(hits), 1)

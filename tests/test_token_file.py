@@ -1,5 +1,6 @@
-"""The memory-mapped token file REALM pre-training reads its candidates from: the same rows
-as the in-memory corpus, and stale, truncated, damaged or half-written files never read."""
+"""The memory-mapped token file every pipeline reads its blocks from: the same rows, texts and
+batches as the in-memory corpus, and stale, truncated, damaged or half-written files never
+read."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import pytest
 
 from realm_bench.errors import InputError
 from realm_bench.pipelines import base, batching, token_file
+from realm_bench.tasks import vocab as vocab_lib
 from realm_bench.tasks.data import SequenceLengths
 
 FP = {"format": 1, "task": "t", "block_len": 8}
@@ -21,7 +23,11 @@ def _rows(n=10, seed=0):
   for i in range(n):
     title, body = rng.integers(5, 50, rng.integers(0, 3)), rng.integers(5, 50, rng.integers(1, 4))
     inputs = np.concatenate([[2], title, [3], body, [3]]).astype(np.int32)
-    out.append((100 + 7 * i, inputs, 2 + len(title), len(body)))
+    words = [f"w{int(x)}" for x in body]
+    text = " ".join(words) + " é"   # a two-byte character: offsets are characters, not bytes
+    ends = np.cumsum([len(w) + 1 for w in words]) - 1
+    out.append(token_file.BlockRow(100 + 7 * i, inputs, 2 + len(title), len(body), f"T{i}é",
+                                   text, ends - [len(w) for w in words], ends))
   return out
 
 
@@ -31,15 +37,27 @@ def test_rows_read_back_through_a_read_only_memmap(tmp_path):
   corpus = token_file.open_corpus(tmp_path, FP)
   assert isinstance(corpus.doc_inputs, np.memmap) and not corpus.doc_inputs.flags.writeable
   assert corpus.doc_inputs.shape == (10, 8)
-  for r, (block_id, inputs, start, length) in enumerate(rows):
-    assert corpus.row(block_id) == r
-    np.testing.assert_array_equal(corpus.doc_inputs[r, :len(inputs)], inputs)
-    assert not corpus.doc_inputs[r, len(inputs):].any()
-    np.testing.assert_array_equal(corpus.body(r), inputs[start:start + length])
-  assert corpus.max_body_len == max(r[3] for r in rows)
+  for r, row in enumerate(rows):
+    assert corpus.row(row.id) == r
+    np.testing.assert_array_equal(corpus.doc_inputs[r, :len(row.inputs)], row.inputs)
+    assert not corpus.doc_inputs[r, len(row.inputs):].any()
+    body = row.inputs[row.body_start:row.body_start + row.body_len]
+    np.testing.assert_array_equal(corpus.body(r), body)
+    np.testing.assert_array_equal(corpus.body_ids[r], body)
+    np.testing.assert_array_equal(corpus.title_ids[r], row.inputs[1:row.body_start - 1])
+    assert (corpus.titles[r], corpus.bodies[r]) == (row.title, row.body)
+    np.testing.assert_array_equal(corpus.body_starts[r], row.piece_starts)
+    np.testing.assert_array_equal(corpus.body_ends[r], row.piece_ends)
+  assert corpus.bodies[-1] == rows[-1].body and list(corpus.titles) == [r.title for r in rows]
+  assert corpus.max_body_len == max(r.body_len for r in rows)
+  assert corpus.max_title_len == max(r.body_start - 2 for r in rows)
   np.testing.assert_array_equal(corpus.rows(np.array([[107, 100]])), [[1, 0]])
   with pytest.raises(KeyError):
     corpus.row(101)
+  with pytest.raises(KeyError, match="101"):
+    corpus.rows(np.array([100, 101]))
+  with pytest.raises(IndexError):
+    corpus.bodies[len(rows)]
 
 
 def test_an_empty_corpus_writes_valid_files(tmp_path):
@@ -95,10 +113,18 @@ def test_an_interrupted_write_leaves_no_file_that_opens(tmp_path):
 
 
 def test_a_block_longer_than_the_block_length_is_refused(tmp_path):
-  rows = [(1, np.arange(2, 12, dtype=np.int32), 2, 5)]
+  row = _rows(1)[0]._replace(inputs=np.arange(2, 12, dtype=np.int32))
   with pytest.raises(InputError, match="more than the block length 8") as info:
-    token_file.write(tmp_path, iter(rows), block_len=8, fingerprint=FP)
+    token_file.write(tmp_path, iter([row]), block_len=8, fingerprint=FP)
   assert info.value.field == "BLOCK_LEN"
+
+
+def test_a_body_past_the_character_offsets_range_is_refused(tmp_path):
+  row = _rows(1)[0]
+  row = row._replace(piece_ends=row.piece_ends + 70_000)
+  with pytest.raises(InputError, match="longer than 65535 characters") as info:
+    token_file.write(tmp_path, iter([row]), block_len=8, fingerprint=FP)
+  assert info.value.field == "body"
 
 
 def test_the_corpus_task_gives_the_in_memory_corpus_rows_and_batches(world, tmp_path):
@@ -108,12 +134,17 @@ def test_the_corpus_task_gives_the_in_memory_corpus_rows_and_batches(world, tmp_
                        f"RUN_DIR = '{tmp_path}'", "WARM_START = None"])
   task, lengths = "realm_bench.synthetic.corpus", SequenceLengths(query=16, block=32)
   memory = base.load_corpus(task, lengths)
-  mapped = token_file.load_candidates(task, lengths.block, tmp_path / "tokens")
+  mapped = token_file.load(task, lengths.block, tmp_path / "tokens")
   np.testing.assert_array_equal(mapped.ids, memory.ids)
   np.testing.assert_array_equal(mapped.doc_inputs, memory.doc_inputs)
   for r in range(len(memory.ids)):
     np.testing.assert_array_equal(mapped.body(r), memory.body_ids[r])
-  assert mapped.max_body_len == memory.max_body_len
+    for column in ("title_ids", "body_ids", "body_starts", "body_ends"):
+      np.testing.assert_array_equal(getattr(mapped, column)[r], getattr(memory, column)[r])
+    assert (mapped.titles[r], mapped.bodies[r]) == (memory.titles[r], memory.bodies[r])
+  assert (mapped.max_body_len, mapped.max_title_len) == (memory.max_body_len,
+                                                         memory.max_title_len)
+  np.testing.assert_array_equal(mapped.rows(memory.ids[::-1]), memory.rows(memory.ids[::-1]))
   examples = [{"inputs": np.array([2, 9, 4, 3]), "targets": np.array([0, 0, 11, 0])}] * 2
   cands = np.stack([memory.ids[[0, 5, 3]], np.append(memory.ids[[7, 1]], -1)])
   want = batching.pretrain_batch(examples, cands, memory, SPECIALS, query_len=16, max_masks=2)
@@ -121,7 +152,25 @@ def test_the_corpus_task_gives_the_in_memory_corpus_rows_and_batches(world, tmp_
   assert want.keys() == got.keys()
   for key in want:
     np.testing.assert_array_equal(got[key], want[key])
+  # Open-QA's reader inputs and answer matching (string and regex answers), and its answers.
+  qa = [{"inputs": np.array([2, 9, 3]), "answers": [memory.bodies[r].split()[-1]]}
+        for r in (0, 4)]
+  retrieved = np.stack([memory.ids[[0, 5, 3]], np.append(memory.ids[[4, 1]], -1)])
+  embeddings = np.arange(len(memory.ids) * 2, dtype=np.float32).reshape(-1, 2)
+  vocabulary = vocab_lib.WordPieceVocabulary(world / "vocab.txt")
+  for regex in (False, True):
+    kwargs = dict(query_len=16, num_read=2, max_span_len=4, with_gold=True)
+    want = batching.qa_batch(qa, retrieved, embeddings, memory, SPECIALS, batching.AnswerMatcher(
+        vocabulary.encode, regex=regex), **kwargs)
+    got = batching.qa_batch(qa, retrieved, embeddings, mapped, SPECIALS, batching.AnswerMatcher(
+        vocabulary.encode, regex=regex), **kwargs)
+    assert want.keys() == got.keys() and want["retrieved_has_answer"].any()
+    for key in want:
+      np.testing.assert_array_equal(got[key], want[key])
+  block, last = int(memory.ids[4]), len(memory.body_ids[4]) - 1
+  assert (batching.answer_text(mapped, block, 0, last)
+          == batching.answer_text(memory, block, 0, last))
   # A second load reuses the file: nothing is rewritten.
   stamp = (tmp_path / "tokens" / "tokens.npy").stat().st_mtime_ns
-  token_file.load_candidates(task, lengths.block, tmp_path / "tokens")
+  token_file.load(task, lengths.block, tmp_path / "tokens")
   assert (tmp_path / "tokens" / "tokens.npy").stat().st_mtime_ns == stamp

@@ -127,7 +127,8 @@ OPEN_QA_BATCH = BatchSpec("open_qa", {
 
 @dataclasses.dataclass
 class Corpus:
-  """The knowledge corpus, tokenised once (from the corpus seqio task)."""
+  """The knowledge corpus, tokenised once, in memory (from the corpus seqio task). The
+  pipelines read `token_file.TokenCorpus`, its memory-mapped form with the same interface."""
   ids: np.ndarray                 # [N] block ids
   titles: list[str]
   bodies: list[str]
@@ -143,7 +144,6 @@ class Corpus:
   def rows(self, block_ids) -> np.ndarray:
     return np.vectorize(self.row_of.__getitem__, otypes=[np.int64])(block_ids)
 
-  # What `pretrain_batch` reads, shared with `token_file.TokenCorpus` (the memory-mapped form).
   def row(self, block_id: int) -> int:
     return self.row_of[block_id]
 
@@ -153,6 +153,10 @@ class Corpus:
   @property
   def max_body_len(self) -> int:
     return max((len(b) for b in self.body_ids), default=0)
+
+  @property
+  def max_title_len(self) -> int:
+    return max((len(t) for t in self.title_ids), default=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +231,7 @@ def pretrain_batch(examples: Sequence[dict], candidate_ids: np.ndarray, corpus,
                    joint_len: int | None = None) -> dict:
   """REALM_BATCH from {"inputs", "targets"} pre-training examples and candidate_ids [B, K-1].
 
-  `corpus`: a `Corpus` or a `token_file.TokenCorpus` (row, body, doc_inputs, max_body_len).
+  `corpus`: a `Corpus` or a `token_file.TokenCorpus`.
 
   `joint_len` None: the shortest that holds a query and the longest body."""
   b, k1 = candidate_ids.shape
@@ -340,9 +344,8 @@ def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings
   `doc_embeddings` are the frozen index embeddings, row-aligned with `corpus`.
   """
   b, n = retrieved_ids.shape
-  title_len = max((len(t) for t in corpus.title_ids), default=0)
-  reader_len = fitted_length(query_len + title_len + corpus.max_body_len + 2, reader_len,
-                             "reader")
+  reader_len = fitted_length(query_len + corpus.max_title_len + corpus.max_body_len + 2,
+                             reader_len, "reader")
   valid = retrieved_ids >= 0
   rows = np.where(valid, corpus.rows(np.where(valid, retrieved_ids, corpus.ids[0])), 0)
   batch = {
@@ -381,7 +384,7 @@ def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings
   return batch
 
 
-def answer_text(corpus: Corpus, block_id: int, start: int, end: int) -> str:
+def answer_text(corpus, block_id: int, start: int, end: int) -> str:
   """Cuts a predicted span (body wordpiece indices) out of the original block text."""
-  row = corpus.row_of[int(block_id)]
+  row = corpus.row(int(block_id))
   return corpus.bodies[row][int(corpus.body_starts[row][start]):int(corpus.body_ends[row][end])]

@@ -30,7 +30,7 @@ import gin
 import numpy as np
 
 from realm_bench.errors import InputError
-from realm_bench.pipelines import base, batching
+from realm_bench.pipelines import base, batching, token_file
 from realm_bench.tasks.metrics import to_text
 from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 
@@ -63,7 +63,7 @@ class MlmPipeline(base.Pipeline):
     return self.pretrain_task or self.corpus_task
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
-    del run_dir, warm_start_params
+    del warm_start_params
     if not (self.pretrain_task or self.corpus_task):
       raise InputError("give a pretrain_task, a corpus_task or both", field="MlmPipeline")
     self.lengths = sequence_lengths
@@ -85,7 +85,7 @@ class MlmPipeline(base.Pipeline):
       self.input_len = 2 * sequence_lengths.query
     if self.corpus_task:
       base.check_task_vocabulary(self.corpus_task, model.vocabulary)
-      self.corpus = base.load_corpus(self.corpus_task, sequence_lengths)
+      self.corpus = token_file.for_run(self.corpus_task, sequence_lengths.block, run_dir)
       self.examples = self.examples + [{"block": row} for row in range(len(self.corpus.ids))]
       self.input_len = max(self.input_len, sequence_lengths.block)
 
@@ -119,7 +119,7 @@ class MlmPipeline(base.Pipeline):
     paired = np.zeros(len(raw), np.float32)
     for i, e in enumerate(raw):
       if "block" in e:
-        ids = self.corpus.doc_inputs[e["block"]]
+        ids = np.asarray(self.corpus.doc_inputs[e["block"]])
         examples.append(self._mask_block(ids, rng))
         types.append(np.zeros_like(ids))
       elif self.pair_restatements and self.restatements[e["index"]]:

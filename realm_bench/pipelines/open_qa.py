@@ -9,7 +9,7 @@ import gin
 import numpy as np
 
 from realm_bench.errors import InputError
-from realm_bench.pipelines import base, batching
+from realm_bench.pipelines import base, batching, token_file
 from realm_bench.retrieval.embed import Towers, build_index
 from realm_bench.retrieval.index import ExactIndex, MipsIndex, check_corpus, load_index
 from realm_bench.tasks.metrics import to_text
@@ -57,7 +57,7 @@ class OpenQAPipeline(base.Pipeline):
     for task in (self.qa_task, self.corpus_task):
       base.check_task_vocabulary(task, model.vocabulary)
     self.lengths = sequence_lengths
-    self.corpus = base.load_corpus(self.corpus_task, sequence_lengths)
+    self.corpus = token_file.for_run(self.corpus_task, sequence_lengths.block, run_dir)
     self.specials = base.specials_of(model.vocabulary)
     self.towers = Towers(model)
     self.proj_dim = model.proj_dim

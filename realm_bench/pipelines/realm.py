@@ -53,14 +53,8 @@ class RealmPipeline(base.Pipeline):
     self.lengths = sequence_lengths
     shard = distributed.DataShard.of_this_process()
     # Candidates are read by row from memory-mapped token files under the run, written once:
-    # the tokenised corpus is 15 GB at paper scale (pipelines/token_file.py). Process 0 writes
-    # them before the others look (they would otherwise see half-written files and rewrite).
-    if shard.index > 0:
-      distributed.barrier("realm-corpus-tokens")
-    self.corpus = token_file.load_candidates(self.corpus_task, sequence_lengths.block,
-                                             Path(run_dir) / token_file.FOLDER)
-    if shard.index == 0 and shard.num_shards > 1:
-      distributed.barrier("realm-corpus-tokens")
+    # the tokenised corpus is 15 GB at paper scale (pipelines/token_file.py).
+    self.corpus = token_file.for_run(self.corpus_task, sequence_lengths.block, run_dir)
     self.examples = base.task_examples(self.pretrain_task, "train",
                                        sequence_lengths.for_queries())
     self.specials = base.specials_of(model.vocabulary)

@@ -1,53 +1,124 @@
-"""The tokenised corpus on disk, for REALM pre-training's candidate lookup in bounded memory.
+"""The tokenised corpus on disk: every pipeline reads its blocks from it in bounded memory.
 
 At paper scale the corpus is 13.35M blocks x 288 wordpieces: 15 GB of int32, more again as the
-per-block lists `pipelines.base.load_corpus` keeps, beside a loaded model. Pre-training only
-needs each candidate's `[CLS] title [SEP] body [SEP]` row and where its body is, so the corpus
-task is streamed once into `tokens.npy` [N, block_len] int32 (+ `body.npy` [N, 2]: body start
-and length in the row, `ids.npy` [N]) and read back as read-only memory maps: the trainer's
-resident memory is then the rows it touches, not the corpus.
+per-block lists `pipelines.base.load_corpus` keeps, beside a loaded model. So the corpus task is
+streamed once into files read back as read-only memory maps, and a trainer's resident memory is
+the rows it touches, not the corpus:
+
+  tokens.npy  [N, block_len] int32  `[CLS] title [SEP] body [SEP]`, 0-padded (the title's
+                                     and body's wordpieces are slices of it)
+  body.npy    [N, 2] int32          body start and length in each row
+  ids.npy     [N] int64             block ids (loaded: 8 bytes a block)
+  chars.npy   [P, 2] uint16         character (start, end) of each body wordpiece, rows' pieces
+                                     one after another (P = the bodies' lengths summed); uint16
+                                     halves 30 GB to 15 GB at paper scale (a block of 288
+                                     pieces is ~1,500 characters; a body past 65,535 is refused)
+  text.npy    [C] uint8             the UTF-8 titles and bodies, one after another
+  text_at.npy [N, 3] int64          byte offsets of each row's title, body and body end
+
+`TokenCorpus` reads them with the interface of the in-memory `batching.Corpus`, so REALM's
+candidates, ORQA's reader inputs and answer matching, ICT's sentences and BERT's corpus rows
+come from the same rows either way.
 
 Files are written under temporary names and renamed; `manifest.json` (written last) holds the
 corpus fingerprint (task, block length, vocabulary, source files' sizes and times) and each
 file's size and sha256. On opening, a fingerprint that differs (the corpus or the lengths
-changed), a file of another size (truncated) or checksum (damaged) is an InputError naming the
-file; `ensure` rebuilds the folder then, since it is derived data.
+changed, or a folder of an older format), a file of another size (truncated) or checksum
+(damaged) is an InputError naming the file; `ensure` rebuilds the folder then, since it is
+derived data.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from realm_bench.errors import InputError
 from realm_bench.io_utils import atomic_path, atomic_write_json
 
-FORMAT = 1
-FOLDER = "corpus_tokens"   # under a pre-training run's folder
+FORMAT = 2
+FOLDER = "corpus_tokens"   # under a run's folder
 MANIFEST = "manifest.json"
-FILES = {"tokens": ("tokens.npy", np.int32), "body": ("body.npy", np.int32),
-         "ids": ("ids.npy", np.int64)}
+# key: (file, dtype, row width; None for a flat array)
+FILES = {"tokens": ("tokens.npy", np.int32, "block_len"), "body": ("body.npy", np.int32, 2),
+         "ids": ("ids.npy", np.int64, None), "chars": ("chars.npy", np.uint16, 2),
+         "text": ("text.npy", np.uint8, None), "text_at": ("text_at.npy", np.int64, 3)}
+PER_BLOCK = ("tokens", "body", "ids", "text_at")   # one row per block; the others are flat
 _CHUNK = 1 << 24   # bytes hashed per read: a paper-scale file is read in bounded memory
+
+
+class BlockRow(NamedTuple):
+  """One block as the token file stores it."""
+  id: int
+  inputs: np.ndarray     # [CLS] title [SEP] body [SEP]
+  body_start: int        # index of the body's first wordpiece in `inputs`
+  body_len: int
+  title: str
+  body: str
+  piece_starts: np.ndarray   # character offset of each body wordpiece in `body`
+  piece_ends: np.ndarray
+
+
+class _Rows(Sequence):
+  """A lazy per-block column: row r is computed from the memory maps when asked for."""
+
+  def __init__(self, n: int, get: Callable[[int], Any]):
+    self._n, self._get = n, get
+
+  def __len__(self) -> int:
+    return self._n
+
+  def __getitem__(self, row):
+    if isinstance(row, slice):
+      return [self._get(r) for r in range(*row.indices(self._n))]
+    row = int(row)
+    if not -self._n <= row < self._n:
+      raise IndexError(row)
+    return self._get(row % self._n)
 
 
 @dataclasses.dataclass
 class TokenCorpus:
-  """What `batching.pretrain_batch` reads of a corpus, backed by the token file."""
-  ids: np.ndarray           # [N] int64, in memory (8 bytes a block)
+  """A `batching.Corpus`'s interface (ids, doc_inputs, titles, bodies, title_ids, body_ids,
+  body_starts, body_ends, row, rows, body, max_body_len, max_title_len), backed by the files."""
+  ids: np.ndarray           # [N] int64, in memory
   doc_inputs: np.ndarray    # [N, block_len] int32, read-only memmap
   body_bounds: np.ndarray   # [N, 2] int32 (start, length) of the body in each row, memmap
+  chars: np.ndarray         # [P, 2] uint16, memmap
+  text: np.ndarray          # [C] uint8, memmap
+  text_at: np.ndarray       # [N, 3] int64, memmap
   max_body_len: int
+  max_title_len: int
 
   def __post_init__(self):
     # Sorted ids instead of a dict: a dict of 13M ints costs about 1 GB.
     self._order = np.argsort(self.ids, kind="stable")
     self._sorted = self.ids[self._order]
+    # Where each row's pieces start in `chars` (8 bytes a block).
+    self._piece_at = np.concatenate([[0], np.cumsum(self.body_bounds[:, 1], dtype=np.int64)])
+    n = len(self.ids)
+    self.titles = _Rows(n, lambda r: self._text(r, 0))
+    self.bodies = _Rows(n, lambda r: self._text(r, 1))
+    self.title_ids = _Rows(n, lambda r: np.asarray(
+        self.doc_inputs[r, 1:int(self.body_bounds[r, 0]) - 1]))
+    self.body_ids = _Rows(n, self.body)
+    self.body_starts = _Rows(n, lambda r: self._chars(r, 0))
+    self.body_ends = _Rows(n, lambda r: self._chars(r, 1))
+
+  def _text(self, row: int, which: int) -> str:
+    start, end = (int(v) for v in self.text_at[row, which:which + 2])
+    return self.text[start:end].tobytes().decode("utf-8")
+
+  def _chars(self, row: int, which: int) -> np.ndarray:
+    return self.chars[self._piece_at[row]:self._piece_at[row + 1], which].astype(np.int64)
 
   def row(self, block_id: int) -> int:
     pos = int(np.searchsorted(self._sorted, block_id))
@@ -56,7 +127,12 @@ class TokenCorpus:
     return int(self._order[pos])
 
   def rows(self, block_ids) -> np.ndarray:
-    return np.vectorize(self.row, otypes=[np.int64])(block_ids)
+    block_ids = np.asarray(block_ids, np.int64)
+    pos = np.minimum(np.searchsorted(self._sorted, block_ids), max(len(self._sorted) - 1, 0))
+    if not len(self._sorted) or (self._sorted[pos] != block_ids).any():
+      missing = block_ids[self._sorted[pos] != block_ids] if len(self._sorted) else block_ids
+      raise KeyError(int(missing.flat[0]))
+    return self._order[pos]
 
   def body(self, row: int) -> np.ndarray:
     start, length = (int(v) for v in self.body_bounds[row])
@@ -84,16 +160,18 @@ def source_fingerprint(task_name: str, block_len: int) -> dict[str, Any]:
           "vocabulary": str(vocab.path), "files": files}
 
 
-def task_rows(task_name: str, block_len: int) -> Iterator[tuple[int, np.ndarray, int, int]]:
-  """(id, inputs, body start, body length) per block of a seqio corpus task, in file order."""
+def task_rows(task_name: str, block_len: int) -> Iterator[BlockRow]:
+  """Every block of a seqio corpus task, in file order."""
   import seqio  # pylint: disable=g-import-not-at-top
   import realm_bench.tasks.registry  # pylint: disable=g-import-not-at-top,unused-import
+  from realm_bench.tasks.metrics import to_text  # pylint: disable=g-import-not-at-top
   task = seqio.get_mixture_or_task(task_name)
   dataset = task.get_dataset(sequence_length={"inputs": block_len}, split="train",
                              shuffle=False, num_epochs=1, use_cached=False)
   for ex in dataset.as_numpy_iterator():
-    start = 2 + len(ex["title_ids"])   # [CLS] title [SEP]
-    yield int(ex["id"]), ex["inputs"], start, len(ex["body_ids"])
+    yield BlockRow(int(ex["id"]), ex["inputs"], 2 + len(ex["title_ids"]),   # [CLS] title [SEP]
+                   len(ex["body_ids"]), to_text(ex["title"]), to_text(ex["body"]),
+                   ex["body_starts"], ex["body_ends"])
 
 
 def _hash(path: Path) -> str:
@@ -140,43 +218,68 @@ class _Writer:
     return {"bytes": end, "sha256": self.digest.hexdigest()}
 
 
-def write(folder, rows: Iterable[tuple[int, np.ndarray, int, int]], *, block_len: int,
-          fingerprint: dict[str, Any], batch: int = 4096) -> None:
-  """Streams `rows` (id, inputs, body start, body length) into the token files of `folder`."""
+def write(folder, rows: Iterable[BlockRow], *, block_len: int, fingerprint: dict[str, Any],
+          batch: int = 4096) -> None:
+  """Streams `rows` into the token files of `folder`; a folder this call made is removed again
+  if it fails (a run whose set-up fails leaves nothing behind)."""
   folder = Path(folder)
+  created = not folder.exists()
   folder.mkdir(parents=True, exist_ok=True)
+  try:
+    _write(folder, rows, block_len=block_len, fingerprint=fingerprint, batch=batch)
+  except BaseException:
+    if created:
+      shutil.rmtree(folder, ignore_errors=True)
+    raise
+
+
+def _write(folder: Path, rows, *, block_len, fingerprint, batch) -> None:
   (folder / MANIFEST).unlink(missing_ok=True)   # the folder is incomplete until it is back
-  count, max_body = 0, 0
-  with atomic_path(folder / FILES["tokens"][0]) as t_tmp, \
-      atomic_path(folder / FILES["body"][0]) as b_tmp, \
-      atomic_path(folder / FILES["ids"][0]) as i_tmp:
-    writers = {"tokens": _Writer(t_tmp, np.int32, block_len), "body": _Writer(b_tmp, np.int32, 2),
-               "ids": _Writer(i_tmp, np.int64, None)}
-    buf: dict[str, list] = {"tokens": [], "body": [], "ids": []}
+  count, max_body, max_title, text_bytes = 0, 0, 0, 0
+  with contextlib.ExitStack() as stack:
+    writers = {}
+    for key, (name, dtype, width) in FILES.items():
+      tmp = stack.enter_context(atomic_path(folder / name))
+      writers[key] = _Writer(tmp, dtype, block_len if width == "block_len" else width)
+    buf: dict[str, list] = {key: [] for key in FILES}
 
     def flush():
-      if buf["ids"]:
-        for key, values in buf.items():
-          writers[key].write(np.stack(values) if key == "tokens" else np.asarray(values))
+      for key, values in buf.items():
+        if values:
+          writers[key].write(np.concatenate(values) if key in ("chars", "text") else
+                             np.stack(values) if key == "tokens" else np.asarray(values))
           values.clear()
 
-    for block_id, inputs, start, length in rows:
-      if len(inputs) > block_len:
-        raise InputError(f"block {block_id} has {len(inputs)} wordpieces, more than the block "
+    for r in rows:
+      if len(r.inputs) > block_len:
+        raise InputError(f"block {r.id} has {len(r.inputs)} wordpieces, more than the block "
                          f"length {block_len}", field="BLOCK_LEN")
+      if len(r.piece_starts) != r.body_len or len(r.piece_ends) != r.body_len:
+        raise InputError(f"block {r.id}: {r.body_len} body wordpieces but "
+                         f"{len(r.piece_starts)} character offsets", field="body_starts")
+      if r.body_len and int(np.max(r.piece_ends)) > np.iinfo(np.uint16).max:
+        raise InputError(f"block {r.id}'s body is longer than {np.iinfo(np.uint16).max} "
+                         "characters, more than a block of wordpieces holds", field="body")
       padded = np.zeros(block_len, np.int32)
-      padded[:len(inputs)] = inputs
+      padded[:len(r.inputs)] = r.inputs
+      title, body = r.title.encode("utf-8"), r.body.encode("utf-8")
       buf["tokens"].append(padded)
-      buf["body"].append((start, length))
-      buf["ids"].append(block_id)
-      max_body, count = max(max_body, length), count + 1
+      buf["body"].append((r.body_start, r.body_len))
+      buf["ids"].append(r.id)
+      buf["chars"].append(np.stack([r.piece_starts, r.piece_ends], 1).reshape(-1, 2))
+      buf["text"].append(np.frombuffer(title + body, np.uint8))
+      buf["text_at"].append((text_bytes, text_bytes + len(title),
+                             text_bytes + len(title) + len(body)))
+      text_bytes += len(title) + len(body)
+      max_body, count = max(max_body, r.body_len), count + 1
+      max_title = max(max_title, r.body_start - 2)
       if len(buf["ids"]) == batch:
         flush()
     flush()
     files = {FILES[key][0]: w.close() for key, w in writers.items()}
   atomic_write_json(folder / MANIFEST, {
       "fingerprint": fingerprint, "rows": count, "block_len": block_len,
-      "max_body_len": max_body, "files": files})
+      "max_body_len": max_body, "max_title_len": max_title, "files": files})
 
 
 def open_corpus(folder, fingerprint: dict[str, Any], *, verify: bool = True) -> TokenCorpus:
@@ -193,7 +296,7 @@ def open_corpus(folder, fingerprint: dict[str, Any], *, verify: bool = True) -> 
                      f"({manifest.get('fingerprint')}, now {fingerprint})", path=manifest_path,
                      field="fingerprint")
   arrays = {}
-  for key, (name, dtype) in FILES.items():
+  for key, (name, dtype, _) in FILES.items():
     path, want = folder / name, manifest["files"][name]
     if not path.exists() or path.stat().st_size != want["bytes"]:
       size = path.stat().st_size if path.exists() else "absent"
@@ -201,29 +304,44 @@ def open_corpus(folder, fingerprint: dict[str, Any], *, verify: bool = True) -> 
     if verify and _hash(path) != want["sha256"]:
       raise InputError("the file's sha256 differs from its manifest's (damaged)", path=path)
     arrays[key] = np.load(path, mmap_mode="r")
-    if arrays[key].dtype != dtype or arrays[key].shape[0] != manifest["rows"]:
+    if arrays[key].dtype != dtype or (key in PER_BLOCK
+                                      and arrays[key].shape[0] != manifest["rows"]):
       raise InputError(f"expected {manifest['rows']} rows of {np.dtype(dtype)}, found "
                        f"{arrays[key].shape} {arrays[key].dtype}", path=path)
   return TokenCorpus(ids=np.array(arrays["ids"]), doc_inputs=arrays["tokens"],
-                     body_bounds=arrays["body"], max_body_len=int(manifest["max_body_len"]))
+                     body_bounds=arrays["body"], chars=arrays["chars"], text=arrays["text"],
+                     text_at=arrays["text_at"], max_body_len=int(manifest["max_body_len"]),
+                     max_title_len=int(manifest["max_title_len"]))
 
 
 def ensure(folder, fingerprint: dict[str, Any],
-           make_rows: Callable[[], Iterable[tuple[int, np.ndarray, int, int]]], *,
-           block_len: int) -> TokenCorpus:
+           make_rows: Callable[[], Iterable[BlockRow]], *, block_len: int) -> TokenCorpus:
   """The token files of `folder`, (re)written from `make_rows()` when absent, stale, truncated
   or damaged (the reason goes to stderr: a rebuild at paper scale takes a while)."""
   try:
     return open_corpus(folder, fingerprint)
   except InputError as e:
-    if Path(folder, MANIFEST).exists() or any(Path(folder, n).exists() for n, _ in FILES.values()):
+    if Path(folder, MANIFEST).exists() or any(Path(folder, f[0]).exists() for f in FILES.values()):
       sys.stderr.write(f"rebuilding the corpus token file: {e}\n")
   write(folder, make_rows(), block_len=block_len, fingerprint=fingerprint)
   return open_corpus(folder, fingerprint, verify=False)
 
 
-def load_candidates(task_name: str, block_len: int, folder) -> TokenCorpus:
+def load(task_name: str, block_len: int, folder) -> TokenCorpus:
   """The corpus task's blocks as a `TokenCorpus` in `folder`, tokenised there once."""
   fingerprint = source_fingerprint(task_name, block_len)
   return ensure(folder, fingerprint, lambda: task_rows(task_name, block_len),
                 block_len=block_len)
+
+
+def for_run(task_name: str, block_len: int, run_dir) -> TokenCorpus:
+  """`load` into the run's folder. In a multi-process run process 0 writes the files before
+  the others look (they would otherwise see half-written files and rewrite them)."""
+  from realm_bench import distributed  # pylint: disable=g-import-not-at-top
+  shard = distributed.DataShard.of_this_process()
+  if shard.index > 0:
+    distributed.barrier("corpus-tokens")
+  corpus = load(task_name, block_len, Path(run_dir) / FOLDER)
+  if shard.index == 0 and shard.num_shards > 1:
+    distributed.barrier("corpus-tokens")
+  return corpus
