@@ -522,6 +522,21 @@ def test_summary_pairs_outcomes_question_by_question(tmp_path):
   assert summary.paired_difference(realm, None) is None
   with pytest.raises(InputError, match="outcomes"):
     write_run(tmp_path, "bad", num_examples=3, outcomes="10")
+  # Another twin's records are not NQ's; a second NQ record of one key is refused by path.
+  write_run(tmp_path, "realm_wq_test", experiment="realm", split="test", dataset="wq",
+            num_examples=4, metrics={"exact_match": 0.0}, outcomes="0000")
+  assert summary.evaluation_records(tmp_path)[("realm", "evaluate", "test")].metrics == \
+      realm.metrics
+  assert set(summary.evaluation_records(tmp_path, dataset="wq")) == {("realm", "evaluate", "test")}
+  for point in ("a", "b"):   # experiments the summary does not read may repeat a key
+    write_run(tmp_path, f"sweep_{point}", experiment="staleness", split="test",
+              num_examples=4, metrics={"exact_match": 0.0}, outcomes="0000")
+  assert ("staleness", "evaluate", "test") not in summary.evaluation_records(tmp_path)
+  write_run(tmp_path / "seed_1", "realm_test", experiment="realm", split="test",
+            num_examples=4, metrics={"exact_match": 0.0}, outcomes="0000")
+  with pytest.raises(InputError, match="a second evaluate record of experiment 'realm'") as e:
+    summary.evaluation_records(tmp_path)
+  assert e.value.path.endswith("seed_1/realm_test/record.json")
 
 
 def test_sweep_axes_are_labelled_in_words():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from realm_bench.errors import InputError
 from realm_bench.reporting.records import RECORD_NAME, RunRecord, read_record
 
 SYSTEMS = (("answer prior", "answer_prior"), ("closed-book", "closed_book"),
@@ -19,15 +20,28 @@ SYSTEMS = (("answer prior", "answer_prior"), ("closed-book", "closed_book"),
 RETRIEVERS = (("random", "random_retrieval"), ("BM25", "bm25"), ("ICT (ORQA's)", "ict"),
               ("REALM", "realm"), ("oracle (gold block)", "oracle"))
 COMPARED = ("orqa", "bm25_reader", "closed_book")
+SUMMARISED = frozenset(e for _, e in SYSTEMS + RETRIEVERS)
 
 
-def evaluation_records(runs_dir) -> dict[tuple[str, str, str], RunRecord]:
-  """(experiment, kind, split) -> record, for the evaluations under runs_dir."""
-  out = {}
+def evaluation_records(runs_dir, *, dataset: str = "nq",
+                       experiments=SUMMARISED) -> dict[tuple[str, str, str], RunRecord]:
+  """(experiment, kind, split) -> record, for the evaluations of `dataset` and `experiments`
+  under runs_dir (the other experiments, a sweep's points say, may repeat a key).
+
+  Two records of one key (a folder holding two seeds' or two worlds' runs) are an InputError
+  naming both, not a silent pick of one of them."""
+  out, where = {}, {}
   for path in sorted(Path(runs_dir).rglob(RECORD_NAME)):
     record = read_record(path)
-    if record.kind != "train":
-      out[(record.experiment, record.kind, record.split)] = record
+    if (record.kind == "train" or record.dataset != dataset
+        or record.experiment not in experiments):
+      continue
+    key = (record.experiment, record.kind, record.split)
+    if key in out:
+      raise InputError(f"a second {record.kind} record of experiment {key[0]!r} on "
+                       f"{dataset} {key[2]} (the first: {where[key]}); summarise one seed's "
+                       "folder at a time", path=path)
+    out[key], where[key] = record, path
   return out
 
 
