@@ -1,0 +1,55 @@
+"""The experiment log's scripts, run on the committed records: the numbers the README and
+`results/EXPERIMENTS.md` quote are what the scripts print from those records, and the scripts'
+input errors are named."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+RECORDS = ROOT / "results" / "records"
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, str(ROOT / "results" / "experiments" / script), *args],
+                        capture_output=True, text=True, cwd=ROOT, check=False)
+
+
+def test_seed_table_prints_the_quickstart_rows_the_readme_quotes():
+  folders = sorted(str(p) for p in (RECORDS / "quickstart_question_form_ict_warmup").glob("seed_*"))
+  out = _run("seed_table.py", *folders)
+  assert out.returncode == 0, out.stderr
+  readme = (ROOT / "README.md").read_text(encoding="utf-8")
+  rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "±" in line]
+  assert len(rows) == 4
+  for row in rows:
+    assert row in readme, row
+
+
+def test_seed_recall_gives_the_intervals_the_readme_quotes():
+  worlds = sorted(str(p) for p in (RECORDS / "realm_recall_seeds" /
+                                   "question_form_ict_warmup").glob("world_*"))
+  out = _run("seed_recall.py", "ict_recall_dev",
+             "qf=realm_recall_dev,realm_seed1_recall_dev,realm_seed2_recall_dev", "--", *worlds)
+  assert out.returncode == 0, out.stderr
+  found = re.search(r"mean difference (\S+) over 12 runs, 95% interval over runs \[(\S+), (\S+)\]; "
+                    r"over the 4 world means \[(\S+), (\S+)\]", out.stdout)
+  assert found, out.stdout
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  quoted = re.search(r"\*\*(\S+), 95% interval over the 12 runs \[(\S+), (\S+)\], over the 4 "
+                     r"world means \[(\S+), (\S+)\]\*\*", readme)
+  assert quoted, "the README no longer quotes E70's interval"
+  # The script prints two decimals, the README one: equal up to that rounding.
+  for printed, said in zip(found.groups(), quoted.groups()):
+    assert abs(float(printed) - float(said)) <= 0.055, (found.groups(), quoted.groups())
+
+
+def test_seed_recall_names_missing_records_and_fails_when_none(tmp_path):
+  world = RECORDS / "realm_recall_seeds" / "question_form_ict_warmup" / "world_0"
+  out = _run("seed_recall.py", "ict_recall_dev", "qf=realm_recall_dev,no_such_run", "--",
+             str(world))
+  assert out.returncode == 0 and "no record for no_such_run; pair skipped" in out.stderr
+  out = _run("seed_recall.py", "ict_recall_dev", "qf=no_such_run", "--", str(tmp_path))
+  assert out.returncode != 0 and "none of the runs has a recall record" in out.stderr
