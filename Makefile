@@ -52,7 +52,8 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 # Two local processes x 4 simulated CPU devices (jax.distributed, gloo collectives) against one
-# process with 8: training, a resumed run and the merged top-k (~40 s on 2 cores).
+# process with 8: training, resumed runs (synchronous and asynchronous refresh) and the merged
+# top-k (8 minutes on 2 cores shared with a reproduction).
 test-multihost: $(STAMP)
 	$(BIN)/python -m pytest -q -m multihost tests/test_multihost.py
 

@@ -143,14 +143,15 @@ def test_corpus_embedded_in_shards_searches_like_one_process(tmp_path):
 # launch (`multihost_worker.py realm`): an uninterrupted synchronous run of 5 steps, the same
 # run stopped after 3 steps and resumed (a second `train` call in the same processes, from its
 # checkpoint and its index folder, as tests/test_realm_pipeline.py resumes), and an
-# asynchronous run of 8 steps whose process-1 builder is slowed down. Measured (6 and 5
+# asynchronous run of 8 steps whose process-1 builder is slowed down, and that run again
+# stopped after 4 steps and resumed. Measured (6 and 5
 # steps): parameters of 2x4 and 1x8 differ by <= 2.4e-7, metrics by <= 2.4e-7 absolute (the
 # gradient all-reduce's order, as above), so both are compared at rtol 1e-5 / atol 1e-6; the
 # retrieved candidates and index versions are compared exactly. The ~3.5 min these took on 2
 # cores shared with another job (load ~5) are mostly fixed costs: importing seqio/TensorFlow (~8 s a process), tracing the
 # REALM step once per `train` call, and the 1-process reference.
 
-REALM_STEPS, REALM_ASYNC_STEPS = 5, 8
+REALM_STEPS, REALM_ASYNC_STEPS, REALM_ASYNC_STOP = 5, 8, 4
 
 
 def _realm_params(run_dir) -> dict[str, np.ndarray]:
@@ -185,9 +186,11 @@ def realm_runs(world, tmp_path_factory):
   status = launch_local.launch(
       command=[*worker, str(root / "two"), f"two:sync:{REALM_STEPS}",
                f"resumed:sync:{REALM_STEPS}:3", f"resumed:sync:{REALM_STEPS}",
-               f"async:async:{REALM_ASYNC_STEPS}"],
-      processes=2, devices_per_process=4, env=env, timeout=540, out=out)
-  one.wait(timeout=540)
+               f"async:async:{REALM_ASYNC_STEPS}",
+               f"asyncresumed:async:{REALM_ASYNC_STEPS}:{REALM_ASYNC_STOP}",
+               f"asyncresumed:async:{REALM_ASYNC_STEPS}"],
+      processes=2, devices_per_process=4, env=env, timeout=900, out=out)
+  one.wait(timeout=900)
   assert status == 0, out.getvalue()[-4000:]
   assert one.returncode == 0, log.read_text()[-4000:]
   return root
@@ -264,3 +267,23 @@ def test_async_two_process_realm_run_agrees_on_every_index_version(realm_runs):
   assert embedder_steps == sorted(embedder_steps)
   logs = sorted(p.name for p in (root / "async" / "index").glob("builder.*.log"))
   assert logs == ["builder.shard_00000.log", "builder.shard_00001.log"]
+
+
+def test_resumed_async_two_process_realm_run_continues_on_versions_both_hosts_hold(realm_runs):
+  """Catches: a resumed asynchronous run whose processes disagree on the version after the
+  resume (each reloads its own shard and restarts its builder), that searches a version
+  from after the step it is at, or loses or repeats steps across the stop. Which version each
+  step searches depends on the builders' timing, so the run is not compared to the
+  uninterrupted one."""
+  root = realm_runs / "two"
+  seen = _seen(root, "asyncresumed")
+  assert len(seen) == 2
+  assert seen[0]["versions"] == seen[1]["versions"]
+  assert seen[0]["candidates"] == seen[1]["candidates"]
+  versions = {int(s): int(v[1:]) for s, v in seen[0]["versions"].items()}
+  assert sorted(versions) == list(range(REALM_ASYNC_STEPS))
+  assert [versions[s] for s in sorted(versions)] == sorted(versions.values())
+  assert all(v <= s for s, v in versions.items())   # never a version from the future
+  rows = _metrics(root / "asyncresumed")
+  assert [r["step"] for r in rows] == list(range(1, REALM_ASYNC_STEPS + 1))
+  assert [r["index_embedder_step"] for r in rows] == [versions[s] for s in sorted(versions)]
