@@ -492,7 +492,10 @@ def test_record_dataclass_fields_are_the_documented_contract():
 
 
 @pytest.mark.parametrize("records,out", [
-    ("results/records/staleness", "results/tables"),
+    ("results/records/reproduce", "results/tables"),
+    ("results/records/reproduce", "results/tables/reproduce"),
+    ("results/records/reproduce_declarative", "results/tables/reproduce_declarative"),
+    ("results/records/staleness", "results/tables/staleness_generator1"),
     ("results/records/staleness_1000_steps", "results/tables/staleness_1000_steps")])
 def test_committed_tables_are_what_the_committed_records_render(tmp_path, records, out):
   root = Path(__file__).resolve().parent.parent
