@@ -11,7 +11,8 @@ world's files alone, say whether a world is worth training on:
   and WebQuestions questions are lower case while blocks are cased does not change string
   recall, since the answers (not the questions) are matched, and they keep the corpus's case;
   BM25 lower-cases both sides. Both are also split by question family ("corpus": phrased with
-  the corpus's words for the relation; "pretrain": with the pre-training text's words only).
+  the corpus's words for the relation; "pretrain": with the pre-training text's words only)
+  and, in a world with aliases, by how the question names its subject ("by name", "by alias").
 - random Recall@5: the expected string recall of 5 blocks drawn uniformly (exact, not sampled).
 - oracle recall: the gold block contains the answer; anything under 100 is a generator bug.
 - answer prior: exact match of answering, per relation, the most frequent training answer.
@@ -59,11 +60,13 @@ def gates(world_dir, *, benchmark: str = "nq", split: str = "dev",
   blocks = _rows(root / "corpus/blocks.jsonl")
   body_of = {b["id"]: b["body"] for b in blocks}
   facts = _rows(root / "truth/facts.jsonl")
-  owner, family_of = {}, {}
+  owner, family_of, form_of = {}, {}, {}
   for fact in facts:
     for i, q in enumerate(fact["questions"][benchmark]):
       owner[q] = fact
       family_of[q] = fact["question_families"][benchmark][i]
+      if "question_subject_forms" in fact:   # a world with aliases
+        form_of[q] = fact["question_subject_forms"][benchmark][i]
   questions = _rows(root / f"open_qa/{benchmark}/{split}.jsonl")
   texts = [q["question"] for q in questions]
   answers = [q["answer"] for q in questions]
@@ -83,6 +86,9 @@ def gates(world_dir, *, benchmark: str = "nq", split: str = "dev",
     for family in families:
       chosen = [h for h, t in zip(hits, texts) if family_of[t] == family]
       out[f"bm25_gold_recall@{k}[{family}]"] = _percent(sum(chosen), len(chosen))
+    for form in sorted(set(form_of.values())):
+      chosen = [h for h, t in zip(hits, texts) if form_of[t] == form]
+      out[f"bm25_gold_recall@{k}[by {form}]"] = _percent(sum(chosen), len(chosen))
 
   # Which blocks hold each distinct answer list (many questions share one: years, towns).
   holders: dict[tuple, list[int]] = {}

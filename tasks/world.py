@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import re
 from pathlib import Path
 
 import gin
@@ -52,7 +51,9 @@ from realm_bench.errors import InputError
 from realm_bench.io_utils import (atomic_write_json, atomic_write_jsonl, atomic_write_text,
                                   sha256_file)
 from realm_bench.tasks import world_text as text
-from realm_bench.tasks.world_entities import Entity, assign_attributes, fold, make_entities
+from realm_bench.tasks.world_entities import (Entity, assign_attributes, draw_aliases,
+                                              make_entities)
+from realm_bench.tasks.world_render import question_text, render, short_form, trec_pattern
 
 # Bump whenever the same config would produce different files.
 GENERATOR_VERSION = "3"
@@ -99,6 +100,11 @@ class WorldConfig:
     first_birth_year, last_birth_year: people's birth years; a narrow range makes many
       people share one.
     accent_fraction: fraction of name words given one accented vowel, so Unicode paths run.
+    alias_fraction: fraction of questions, and of pre-training sentences, that name their
+      subject by its alias: a second one-word name of every entity that only its lead block
+      states ("Drosk is also known as Velk."). Word overlap then finds the lead block, not the
+      one holding the fact; a retriever must learn the alias from the text. 0: no aliases, the
+      world byte for byte as before the knob (aliases come from a stream of their own).
   """
   seed: int = 0
   num_people: int = 500
@@ -122,6 +128,7 @@ class WorldConfig:
   first_birth_year: int = 1820
   last_birth_year: int = 1960
   accent_fraction: float = 0.02
+  alias_fraction: float = 0.0
 
 
 # ----------------------------------------------------------------------------- relations
@@ -171,74 +178,6 @@ def minor_count(config: WorldConfig, kind: str) -> int:
   return blocks * config.facts_per_block - majors
 
 
-# ----------------------------------------------------------------------------- text
-
-def _article(word: str) -> str:
-  return "an" if fold(word)[0] in text.PLAIN_VOWELS else "a"
-
-
-def short_form(entity: Entity) -> str:
-  """How a passage refers to its subject once the lead has named it: a person's surname, a
-  place's name, an organisation's core name."""
-  return {"person": entity.words[-1], "place": entity.name,
-          "organisation": entity.words[0]}[entity.kind]
-
-
-def render(template: str, subject: str, obj: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
-  """Fills a template; returns the text and the [start, end) offsets of subject and object."""
-  out, spans = "", {}
-  for piece in re.split(r"(\{[soa]\})", template):
-    if piece == "{s}":
-      subject = subject if out else subject[0].upper() + subject[1:]
-      spans["s"] = (len(out), len(out) + len(subject))
-      out += subject
-    elif piece == "{o}":
-      spans["o"] = (len(out), len(out) + len(obj))
-      out += obj
-    elif piece == "{a}":
-      out += _article(obj)
-    else:
-      out += piece
-  return out, spans.get("s"), spans.get("o")
-
-
-def question_text(template: str, subject: str, benchmark: str) -> str:
-  """A question in a benchmark's style: NQ lower case with no "?", WebQuestions lower case with
-  "?", CuratedTREC capitalised with "?"."""
-  if benchmark == "trec":
-    q = template.replace("{s}", subject)
-    return q[0].upper() + q[1:] + "?"
-  q = template.replace("{s}", subject.lower())
-  return q + "?" if benchmark == "wq" else q
-
-
-def trec_pattern(object_type: str, value: str, entity: Entity | None) -> str:
-  """A CuratedTREC-style answer regex: matched with re.match (a prefix), IGNORECASE. Accented
-  names also accept their plain spelling, as a TREC assessor would."""
-
-  def name(s: str) -> str:
-    plain = fold(s)
-    if plain == s.lower():
-      return re.escape(s)
-    return f"(?:{re.escape(s)}|{re.escape(plain)})"
-
-  if object_type == "year":
-    return f"(?:in )?{re.escape(value)}"
-  if object_type == "person":
-    first, surname = entity.words
-    return f"(?:{name(first)} )?{name(surname)}"
-  if object_type == "organisation":
-    core, suffix = entity.words
-    return f"(?:the )?{name(core)}(?: {re.escape(suffix)})?"
-  if object_type == "place":
-    return f"(?:in )?{name(value)}"
-  if object_type == "region":
-    return f"(?:the )?(?:region of )?{name(value)}"
-  if object_type == "occupation":
-    return f"(?:an? )?{re.escape(value)}"
-  return f"(?:the )?{re.escape(value)}(?: industry)?"
-
-
 # ----------------------------------------------------------------------------- generation
 
 @dataclasses.dataclass
@@ -251,6 +190,7 @@ class Fact:
   split: str = ""
   questions: dict[str, list[str]] = dataclasses.field(default_factory=dict)
   families: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  forms: dict[str, list[str]] = dataclasses.field(default_factory=dict)   # "name" | "alias"
 
   @property
   def major(self) -> bool:
@@ -298,7 +238,7 @@ def _validate(config: WorldConfig) -> None:
   if config.last_birth_year <= config.first_birth_year:
     bad("last_birth_year", "must be after first_birth_year")
   for field in ("distractor_fraction", "dev_fraction", "test_fraction", "accent_fraction",
-                "question_corpus_overlap", "nq_fraction", "wq_fraction", "trec_fraction"):
+                "alias_fraction", "question_corpus_overlap", "nq_fraction", "wq_fraction", "trec_fraction"):
     value = getattr(config, field)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
       bad(field, f"must be a number in [0, 1], got {value!r}")
@@ -312,7 +252,7 @@ def _validate(config: WorldConfig) -> None:
 
 
 def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity],
-                  facts_of: dict[str, list[Fact]]) -> list[dict]:
+                  facts_of: dict[str, list[Fact]], alias_rng: random.Random) -> list[dict]:
   """One major fact (or none) per block, the rest minor; sentences in random order."""
   blocks = []   # (entity, facts, body)
   for entity in entities:
@@ -329,10 +269,13 @@ def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity
     lead = rng.randrange(len(groups))
     for g, group in enumerate(groups):
       rng.shuffle(group)
-      body = " ".join(render(rng.choice(ALL_RELATIONS[f.relation].corpus),
-                             entity.name if (g, i) == (lead, 0) else short_form(entity),
-                             f.value)[0] for i, f in enumerate(group))
-      blocks.append((entity, group, body))
+      sentences = [render(rng.choice(ALL_RELATIONS[f.relation].corpus),
+                          entity.name if (g, i) == (lead, 0) else short_form(entity),
+                          f.value)[0] for i, f in enumerate(group)]
+      if entity.alias and g == lead:
+        sentences.insert(alias_rng.randrange(len(sentences) + 1), render(
+            alias_rng.choice(text.ALIAS), short_form(entity), entity.alias)[0])
+      blocks.append((entity, group, " ".join(sentences)))
   # Shuffled so a block id says nothing about which entity it is about.
   rng.shuffle(blocks)
   rows = []
@@ -346,10 +289,11 @@ def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity
   return rows
 
 
-def _pretrain_sentences(rng: random.Random, config: WorldConfig, facts: list[Fact]):
+def _pretrain_sentences(rng: random.Random, config: WorldConfig, facts: list[Fact],
+                        alias_rng: random.Random):
   """Each fact restated in pre-training words. Salient spans: the object always; the subject
-  only when no other entity has the same (relation, object), so the masked sentence plus the
-  gold block determine it."""
+  only when named in full and no other entity has the same (relation, object), so the masked
+  sentence plus the gold block determine it (an alias is not in the gold block)."""
   holders: dict[tuple[str, str], int] = {}
   for fact in facts:
     holders[(fact.relation, fact.value)] = holders.get((fact.relation, fact.value), 0) + 1
@@ -364,10 +308,12 @@ def _pretrain_sentences(rng: random.Random, config: WorldConfig, facts: list[Fac
     if questions:   # from a stream of their own, so the rest of the world stays the same
       templates[count - questions:] = faq_rng.sample(relation.faq, questions)
     for template in templates:
-      sentence, s, o = render(template, fact.subject.name, fact.value)
+      by_alias = bool(fact.subject.alias) and alias_rng.random() < config.alias_fraction
+      sentence, s, o = render(template, fact.subject.alias if by_alias else fact.subject.name,
+                              fact.value)
       spans = [{"start": o[0], "end": o[1],
                 "kind": "date" if relation.object_type == "year" else "entity"}]
-      if holders[(fact.relation, fact.value)] == 1:
+      if holders[(fact.relation, fact.value)] == 1 and not by_alias:
         spans.append({"start": s[0], "end": s[1], "kind": "entity"})
       rows.append({"text": sentence, "spans": sorted(spans, key=lambda x: x["start"]),
                    "block_id": fact.block_id})
@@ -385,7 +331,8 @@ def _split_facts(rng: random.Random, config: WorldConfig, facts: list[Fact]) -> 
 
 
 def _questions(rng: random.Random, config: WorldConfig, facts: list[Fact],
-               by_name: dict[str, Entity]) -> dict[str, dict[str, list[dict]]]:
+               by_name: dict[str, Entity],
+               alias_rng: random.Random) -> dict[str, dict[str, list[dict]]]:
   out = {b: {s: [] for s in SPLITS} for b in BENCHMARKS}
   fractions = {"nq": config.nq_fraction, "wq": config.wq_fraction, "trec": config.trec_fraction}
   for benchmark in BENCHMARKS:
@@ -398,6 +345,8 @@ def _questions(rng: random.Random, config: WorldConfig, facts: list[Fact],
       slots = [(fact, k) for fact in chosen for k in range(per_fact)]
       corpus_worded = set(rng.sample(range(len(slots)),
                                      round(config.question_corpus_overlap * len(slots))))
+      by_alias = set(alias_rng.sample(range(len(slots)), round(
+          config.alias_fraction * len(slots)))) if config.alias_fraction else set()
       templates = {}
       for f in chosen:
         asked = RELATIONS[f.relation]
@@ -411,13 +360,16 @@ def _questions(rng: random.Random, config: WorldConfig, facts: list[Fact],
           family = "pretrain" if family == "corpus" else "corpus"
         template = pools[family].pop()
         relation = RELATIONS[fact.relation]
-        question = question_text(template, fact.subject.name, benchmark)
+        form = "alias" if i in by_alias else "name"
+        question = question_text(template, fact.subject.alias if i in by_alias
+                                 else fact.subject.name, benchmark)
         if benchmark == "trec":
           answer = [trec_pattern(relation.object_type, fact.value, by_name.get(fact.value))]
         else:
           answer = [fact.value]
         fact.questions.setdefault(benchmark, []).append(question)
         fact.families.setdefault(benchmark, []).append(family)
+        fact.forms.setdefault(benchmark, []).append(form)
         rows.append({"question": question, "answer": answer})
       rng.shuffle(rows)
       out[benchmark][split] = rows
@@ -436,6 +388,9 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
                     minor_counts={k: minor_count(config, k) for k in KINDS})
   entities = people + places + organisations
   by_name = {e.name: e for e in entities}
+  alias_rng = random.Random(f"{config.seed}/alias")
+  if config.alias_fraction:
+    draw_aliases(alias_rng, entities, regions, config.accent_fraction)
 
   facts, minor_facts = [], []
   facts_of: dict[str, list[Fact]] = {e.name: [] for e in entities}
@@ -444,10 +399,10 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
       for relation, value in values.items():
         pool.append(Fact(len(pool), e, relation, value))
         facts_of[e.name].append(pool[-1])
-  blocks = _build_blocks(rng, config, entities, facts_of)
-  sentences = _pretrain_sentences(rng, config, facts + minor_facts)
+  blocks = _build_blocks(rng, config, entities, facts_of, alias_rng)
+  sentences = _pretrain_sentences(rng, config, facts + minor_facts, alias_rng)
   _split_facts(rng, config, facts)
-  questions = _questions(rng, config, facts, by_name)
+  questions = _questions(rng, config, facts, by_name, alias_rng)
 
   files: dict[str, str] = {}
 
@@ -466,10 +421,13 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
   # The ground truth, for analysis (per-relation accuracy, distractor confusions), the fitness
   # gates (`realm_bench.world_gates`) and tests. `question_families` runs parallel to
   # `questions`: "corpus" when the question shares the corpus's words for the relation.
+  # With aliases, `alias` and `question_subject_forms` ("name" or "alias", parallel to
+  # `questions`); without, neither key, so those files stay as they were before the knob.
+  aliased = bool(config.alias_fraction)
   write_jsonl("truth/entities.jsonl", [
       {"name": e.name, "kind": e.kind, "distractor_of": e.distractor_of,
        "attributes": e.attributes, "minor_attributes": e.minor_attributes,
-       "block_ids": e.block_ids} for e in entities])
+       "block_ids": e.block_ids, **({"alias": e.alias} if aliased else {})} for e in entities])
   def fact_row(f: Fact) -> dict:
     return {"id": f.id, "subject": f.subject.name, "subject_kind": f.subject.kind,
             "relation": f.relation, "object": f.value,
@@ -477,7 +435,9 @@ def generate(*, out_dir, config: WorldConfig) -> dict:
   write_jsonl("truth/facts.jsonl", [
       {**fact_row(f), "split": f.split,
        "questions": {b: f.questions.get(b, []) for b in BENCHMARKS},
-       "question_families": {b: f.families.get(b, []) for b in BENCHMARKS}} for f in facts])
+       "question_families": {b: f.families.get(b, []) for b in BENCHMARKS},
+       **({"question_subject_forms": {b: f.forms.get(b, []) for b in BENCHMARKS}}
+          if aliased else {})} for f in facts])
   write_jsonl("truth/minor_facts.jsonl", [fact_row(f) for f in minor_facts])
 
   counts = {

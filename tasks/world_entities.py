@@ -85,6 +85,7 @@ class Entity:
   attributes: dict[str, str] = dataclasses.field(default_factory=dict)
   minor_attributes: dict[str, str] = dataclasses.field(default_factory=dict)
   block_ids: list[int] = dataclasses.field(default_factory=list)
+  alias: str | None = None   # a second name; only the lead block says it (`draw_aliases`)
 
 
 def make_entities(rng: random.Random, config):
@@ -126,6 +127,20 @@ def make_entities(rng: random.Random, config):
   for group in (people, places, organisations):
     group.extend(_distractors(rng, group, config.distractor_fraction, names, taken, reserved))
   return regions, people, places, organisations
+
+
+def draw_aliases(rng: random.Random, entities: list[Entity], regions: list[str],
+                 accent_fraction: float) -> None:
+  """Gives every entity (distractors too) a one-word alias new to the world, the way "the
+  Bard" names Shakespeare: a question may ask by it, and only one of the entity's blocks says
+  it, so word overlap cannot find the others. Drawn after every other name, from `rng` (a
+  stream of its own), so the rest of the world is the same with aliases or without."""
+  names = _Names(rng, accent_fraction)
+  names.used.update(re.findall(r"\w+", fold(" ".join(text.ALIAS))))
+  names.used.update(fold(w) for w in regions)
+  names.used.update(fold(w) for e in entities for w in e.name.split())
+  for entity in entities:
+    entity.alias = names.word(2)
 
 
 def _distractors(rng, originals: list[Entity], fraction: float, names: _Names,

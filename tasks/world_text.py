@@ -349,6 +349,13 @@ MINOR = {
                                 "The {o} prints notices of {s}.")),
 }
 
+# ----------------------------------------------------------------------------- aliases
+
+# How an entity's lead block states its alias ({s} the short name, {o} the alias). Every word
+# starts with a vowel or a cluster no name syllable has, so no drawn name can be one of them.
+ALIAS = ("{s} is also known as {o}.", "Many know {s} as {o}.", "{o} is what many call {s}.",
+         "Also known as {o} is {s}.")
+
 # ----------------------------------------------------------------------------- word lists
 
 WORDS = {

@@ -20,7 +20,7 @@ from realm_bench.errors import InputError
 from realm_bench.gin_utils import parse_gin
 from realm_bench.io_utils import read_jsonl, sha256_file
 from realm_bench.retrieval.bm25 import tokenize
-from realm_bench.tasks import world, world_text
+from realm_bench.tasks import world, world_entities, world_text
 
 TREC_FLAGS = re.IGNORECASE | re.UNICODE | re.MULTILINE
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")   # how the ICT pipeline splits a block
@@ -346,7 +346,7 @@ def test_trec_regexes_compile_and_match_only_the_right_answer(tiny):
       for pattern in q["answer"]:
         compiled = re.compile(pattern, TREC_FLAGS)
         assert compiled.match(value), (pattern, value)
-        assert compiled.match(world.fold(value)), (pattern, value)
+        assert compiled.match(world_entities.fold(value)), (pattern, value)
         if value in twins:
           assert not compiled.match(twins[value]), (pattern, twins[value])
           checked_twins += 1
@@ -499,7 +499,7 @@ def test_distractors_have_near_identical_names_and_different_facts(tiny):
     for field in ("attributes", "minor_attributes"):
       for relation, value in d[field].items():
         assert value != original[field].get(relation), (d["name"], relation)
-  folded = [world.fold(name) for name in entities]
+  folded = [world_entities.fold(name) for name in entities]
   assert len(set(folded)) == len(folded)
 
 
