@@ -429,6 +429,100 @@ def test_question_form_sentences_change_nothing_else(tiny_config, tmp_path):
   assert differ == ["pretrain/sentences.jsonl"]
 
 
+# ----------------------------------------------------------------------------- aliases
+
+@pytest.fixture(scope="module")
+def aliased(tiny_config, tmp_path_factory) -> Path:
+  out = tmp_path_factory.mktemp("aliased_world")
+  world.generate(out_dir=out, config=dataclasses.replace(tiny_config, alias_fraction=0.5))
+  return out
+
+
+def test_aliases_change_only_lead_blocks_and_subject_names(tiny, aliased):
+  """Paired with the world without aliases: the same facts, blocks, splits and answers; a lead
+  block gains one sentence, and questions and pre-training sentences may name the subject by
+  its alias instead."""
+  plain_blocks, alias_blocks = blocks_of(tiny), blocks_of(aliased)
+  entities = entities_of(aliased)
+  alias_of = {e["name"]: e["alias"] for e in entities}
+  assert len(plain_blocks) == len(alias_blocks)
+  gained = 0
+  for plain, alias in zip(plain_blocks, alias_blocks):
+    assert plain["title"] == alias["title"]
+    extra = [s for s in SENTENCE_END.split(alias["body"])
+             if s not in SENTENCE_END.split(plain["body"])]
+    assert SENTENCE_END.split(plain["body"]) == [
+        s for s in SENTENCE_END.split(alias["body"]) if s not in extra]
+    if extra:
+      gained += 1
+      assert len(extra) == 1 and alias_of[alias["title"]] in extra[0], extra
+  assert gained == len(entities)   # one lead block each
+  strip = lambda f: {k: v for k, v in f.items() if k not in ("questions", "question_families",
+                                                              "question_subject_forms")}
+  assert [strip(f) for f in facts_of(tiny)] == [strip(f) for f in facts_of(aliased)]
+  for benchmark in world.BENCHMARKS:
+    for split in world.SPLITS:
+      assert sorted(q["answer"] for q in questions(tiny, benchmark, split)) == sorted(
+          q["answer"] for q in questions(aliased, benchmark, split))
+  assert [s["block_id"] for s in rows(tiny / "pretrain/sentences.jsonl")] == [
+      s["block_id"] for s in rows(aliased / "pretrain/sentences.jsonl")]
+
+
+def test_only_the_lead_block_says_an_alias_and_no_name_word_is_one(aliased):
+  blocks = blocks_of(aliased)
+  entities = entities_of(aliased)
+  name_words = {world_entities.fold(w) for e in entities for w in e["name"].split()}
+  template_words = {world_entities.fold(w) for t in world_text.ALIAS
+                    for w in re.findall(r"[A-Za-z]+", t)}
+  aliases = [world_entities.fold(e["alias"]) for e in entities]
+  assert len(set(aliases)) == len(aliases)
+  assert not set(aliases) & (name_words | template_words)
+  assert not name_words & template_words
+  for e in entities:
+    saying = [b["id"] for b in blocks if re.search(rf"(?<!\w){e['alias']}(?!\w)", b["body"])]
+    assert len(saying) == 1 and saying[0] in e["block_ids"], e["name"]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
+def test_alias_fraction_sets_the_share_of_questions_asked_by_alias(tiny_config, tmp_path,
+                                                                    fraction):
+  world.generate(out_dir=tmp_path, config=dataclasses.replace(tiny_config,
+                                                              alias_fraction=fraction))
+  facts = facts_of(tmp_path)
+  if not fraction:   # no aliases: the truth files have no alias fields at all
+    assert "alias" not in entities_of(tmp_path)[0]
+    assert "question_subject_forms" not in facts[0]
+    return
+  alias_of = {e["name"]: e["alias"] for e in entities_of(tmp_path)}
+  for benchmark in world.BENCHMARKS:
+    for split in world.SPLITS:
+      forms = [form for f in facts if f["split"] == split
+               for form in f["question_subject_forms"][benchmark]]
+      assert abs(forms.count("alias") - fraction * len(forms)) <= 1, (benchmark, split)
+  for f in facts:
+    for q, form in zip(f["questions"]["trec"], f["question_subject_forms"]["trec"]):
+      named = alias_of[f["subject"]] if form == "alias" else f["subject"]
+      assert named in q and (form == "name") == (f["subject"] in q), (q, form)
+  sentences = rows(tmp_path / "pretrain/sentences.jsonl")
+  title_of = {b["id"]: b["title"] for b in blocks_of(tmp_path)}
+  by_alias = [s for s in sentences if alias_of[title_of[s["block_id"]]] in s["text"]]
+  if fraction == 1.0:
+    assert len(by_alias) == len(sentences)
+  # A masked alias is not in the gold block, so an alias is never a salient span.
+  for s in by_alias:
+    assert all(alias_of[title_of[s["block_id"]]] not in s["text"][sp["start"]:sp["end"]]
+               for sp in s["spans"]), s
+
+
+def test_aliases_gin_file_sets_the_knob_on_the_default_world():
+  parse_gin(["world/aliases.gin"])
+  try:
+    config = world.WorldConfig()
+  finally:
+    gin.clear_config()
+  assert config == dataclasses.replace(world.WorldConfig(), alias_fraction=0.5)
+
+
 def test_declarative_gin_file_unsets_the_knob():
   parse_gin(["world/declarative.gin"])
   try:
@@ -521,6 +615,7 @@ def test_shared_attribute_values(tiny):
     (dict(minor_facts_per_entity=40), "minor_facts_per_entity"),
     (dict(minor_facts_per_entity={"person": 2}), "minor_facts_per_entity"),
     (dict(question_corpus_overlap=1.5), "question_corpus_overlap"),
+    (dict(alias_fraction=-0.1), "alias_fraction"),
     (dict(minor_pretrain_sentences_per_fact=9), "minor_pretrain_sentences_per_fact"),
     (dict(pretrain_question_sentences_per_fact=3), "pretrain_question_sentences_per_fact"),
     (dict(pretrain_sentences_per_fact=1, pretrain_question_sentences_per_fact=2),

@@ -99,3 +99,16 @@ def test_world_command_with_stats_prints_and_writes_the_gates(tmp_path, capsys):
   assert set(written) == {"nq", "wq", "trec"}
   assert written["nq"] == world_gates.gates(out, benchmark="nq")
   assert "fitness gates, trec dev:" in printed and "bm25_recall@5" in printed
+
+
+def test_gates_split_recall_by_subject_form_in_a_world_with_aliases(tmp_path):
+  """Asked by its alias, a question shares no name word with the fact's block; by name, it
+  does: BM25's gold recall must say so."""
+  parse_gin(["world/tiny.gin"])
+  config = world.WorldConfig(alias_fraction=0.5)
+  gin.clear_config()
+  world.generate(out_dir=tmp_path, config=config)
+  g = world_gates.gates(tmp_path)
+  forms = {f"bm25_gold_recall@{k}[by {f}]" for k in (5, 20) for f in ("alias", "name")}
+  assert forms <= set(g)
+  assert g["bm25_gold_recall@20[by alias]"] < g["bm25_gold_recall@20[by name]"]
