@@ -100,11 +100,12 @@ class WorldConfig:
     first_birth_year, last_birth_year: people's birth years; a narrow range makes many
       people share one.
     accent_fraction: fraction of name words given one accented vowel, so Unicode paths run.
-    alias_fraction: fraction of questions, and of pre-training sentences, that name their
-      subject by its alias: a second one-word name of every entity that only its lead block
-      states ("Drosk is also known as Velk."). Word overlap then finds the lead block, not the
-      one holding the fact; a retriever must learn the alias from the text. 0: no aliases, the
-      world byte for byte as before the knob (aliases come from a stream of their own).
+    alias_fraction: fraction of questions, pre-training sentences and sentences of corpus
+      blocks without a major fact that name their subject by its alias: a second one-word name
+      of every entity, also stated in its lead block ("Drosk is also known as Velk."), never
+      in a block holding a major fact unless that is the lead block. Word overlap then finds blocks that use the alias, not the one holding the
+      asked fact; a retriever must learn the alias from the text. 0: no aliases, the world byte
+      for byte as before the knob (aliases come from a stream of their own).
   """
   seed: int = 0
   num_people: int = 500
@@ -238,7 +239,8 @@ def _validate(config: WorldConfig) -> None:
   if config.last_birth_year <= config.first_birth_year:
     bad("last_birth_year", "must be after first_birth_year")
   for field in ("distractor_fraction", "dev_fraction", "test_fraction", "accent_fraction",
-                "alias_fraction", "question_corpus_overlap", "nq_fraction", "wq_fraction", "trec_fraction"):
+                "alias_fraction", "question_corpus_overlap", "nq_fraction", "wq_fraction",
+                "trec_fraction"):
     value = getattr(config, field)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
       bad(field, f"must be a number in [0, 1], got {value!r}")
@@ -265,13 +267,20 @@ def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity
     for fact in minor:   # whole blocks: minor_count tops the minor facts up
       next(g for g in groups if len(g) < config.facts_per_block).append(fact)
     # Like the passages of one encyclopaedia article: the lead passage names the subject in
-    # full once, every other sentence by its short name; the title names it everywhere.
+    # full once, every other sentence by its short name; the title names it everywhere. With
+    # aliases, the lead passage also states the alias, and some sentences of blocks without a
+    # major fact use it (what ICT can learn the alias from); a major fact's block never does.
     lead = rng.randrange(len(groups))
     for g, group in enumerate(groups):
       rng.shuffle(group)
-      sentences = [render(rng.choice(ALL_RELATIONS[f.relation].corpus),
-                          entity.name if (g, i) == (lead, 0) else short_form(entity),
-                          f.value)[0] for i, f in enumerate(group)]
+      sentences, minor_only = [], not any(f.major for f in group)
+      for i, f in enumerate(group):
+        subject = entity.name if (g, i) == (lead, 0) else short_form(entity)
+        if (entity.alias and subject != entity.name and minor_only
+            and alias_rng.random() < config.alias_fraction):
+          subject = entity.alias
+        sentences.append(render(rng.choice(ALL_RELATIONS[f.relation].corpus), subject,
+                                f.value)[0])
       if entity.alias and g == lead:
         sentences.insert(alias_rng.randrange(len(sentences) + 1), render(
             alias_rng.choice(text.ALIAS), short_form(entity), entity.alias)[0])
