@@ -199,3 +199,34 @@ def test_negative_pairs_are_labelled_for_the_next_sentence_loss():
   assert labels == {0, 1}
   pipeline.negative_rate = 0.0
   assert "next_is_random" not in pipeline.prepare(0, None, examples)
+
+
+def test_sentences_then_blocks_is_the_list_without_holding_it():
+  from realm_bench.pipelines import base, mlm  # pylint: disable=g-import-not-at-top
+  sentences = [{"inputs": np.array([2, 1, 3]), "block_id": 0}, {"inputs": np.array([2, 3])}]
+  view = mlm._SentencesThenBlocks(sentences, 3)  # pylint: disable=protected-access
+  listed = sentences + [{"block": row} for row in range(3)]
+  assert len(view) == len(listed) == 5
+  assert [view[i] for i in range(5)] == listed and view[-1] == listed[-1]
+  assert view[np.int64(2)] == {"block": 0}
+  with pytest.raises(IndexError):
+    view[5]  # pylint: disable=pointless-statement
+  # The training stream visits the same examples in the same order either way.
+  a = base.example_stream(view, batch_size=2, seed=3)
+  b = base.example_stream(listed, batch_size=2, seed=3)
+  for _ in range(6):
+    assert next(a) == next(b)
+
+
+def test_bm25_reads_zero_embeddings_that_take_no_memory_per_block():
+  from realm_bench.pipelines import open_qa  # pylint: disable=g-import-not-at-top
+  pipeline = open_qa.OpenQAPipeline.__new__(open_qa.OpenQAPipeline)
+  pipeline.corpus, pipeline.proj_dim = _corpus(), 4
+  zeros = pipeline._no_embeddings()  # pylint: disable=protected-access
+  assert zeros.shape == (2, 4) and zeros.strides == (0, 4) and not zeros.any()
+  matcher = batching.AnswerMatcher({"1873": [12]}.__getitem__, regex=False)
+  examples = [{"inputs": np.array([2, 50, 51, 3]), "answers": [b"1873"]}]
+  b = batching.qa_batch(examples, np.array([[9, 5]]), zeros, pipeline.corpus, SPECIALS, matcher,
+                        query_len=4, num_read=2, max_span_len=3)
+  batching.OPEN_QA_BATCH.check(b)
+  np.testing.assert_array_equal(b["retrieved_doc_emb"], np.zeros((1, 2, 4), np.float32))

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import gin
 import numpy as np
@@ -33,6 +34,25 @@ from realm_bench.errors import InputError
 from realm_bench.pipelines import base, batching, token_file
 from realm_bench.tasks.metrics import to_text
 from realm_bench.tasks.open_qa import answers_are_regex, spec_of
+
+
+class _SentencesThenBlocks(Sequence):
+  """The pre-training sentences followed by one `{"block": row}` per corpus row, made when
+  asked: a list of 13M such dicts would take gigabytes at paper scale."""
+
+  def __init__(self, sentences: Sequence[dict], num_blocks: int):
+    self._sentences, self._num_blocks = sentences, num_blocks
+
+  def __len__(self) -> int:
+    return len(self._sentences) + self._num_blocks
+
+  def __getitem__(self, i):
+    i = int(i)
+    if not -len(self) <= i < len(self):
+      raise IndexError(i)
+    i %= len(self)
+    return (self._sentences[i] if i < len(self._sentences)
+            else {"block": i - len(self._sentences)})
 
 
 def restatements_of(examples: list[dict]) -> list[list[int]]:
@@ -86,7 +106,7 @@ class MlmPipeline(base.Pipeline):
     if self.corpus_task:
       base.check_task_vocabulary(self.corpus_task, model.vocabulary)
       self.corpus = token_file.for_run(self.corpus_task, sequence_lengths.block, run_dir)
-      self.examples = self.examples + [{"block": row} for row in range(len(self.corpus.ids))]
+      self.examples = _SentencesThenBlocks(self.examples, len(self.corpus.ids))
       self.input_len = max(self.input_len, sequence_lengths.block)
 
   def stream(self, *, batch_size, seed):
