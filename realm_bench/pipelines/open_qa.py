@@ -113,8 +113,7 @@ class OpenQAPipeline(base.Pipeline):
     query_ids = batching.pad_rows([e["inputs"] for e in raw], self.lengths.query)
     k = self.num_retrieved if with_gold else self.num_read
     retrieved = self.retrieve_ids(params, raw, query_ids, k)
-    embeddings = (self.index.embeddings if self.dense
-                  else np.zeros((len(self.corpus.ids), self.proj_dim), np.float32))
+    embeddings = self.index.embeddings if self.dense else self._no_embeddings()
     return self._qa_batch(raw, retrieved, embeddings, with_gold), retrieved
 
   def prepare(self, step, params, raw):
@@ -126,8 +125,13 @@ class OpenQAPipeline(base.Pipeline):
     retrieved = np.resize(self.corpus.ids, (len(raw), min(k, len(self.corpus.ids))))
     if self.index is None:
       retrieved[:] = -1
-    embeddings = np.zeros((len(self.corpus.ids), self.proj_dim), np.float32)
-    return self._qa_batch(raw, retrieved, embeddings, True)
+    return self._qa_batch(raw, retrieved, self._no_embeddings(), True)
+
+  def _no_embeddings(self) -> np.ndarray:
+    """Zero document embeddings for every corpus row (BM25 or no retrieval scores nothing),
+    as a read-only broadcast view: a real [N, dim] array would be 6.8 GB at paper scale."""
+    return np.broadcast_to(np.zeros((1, self.proj_dim), np.float32),
+                           (len(self.corpus.ids), self.proj_dim))
 
   def _qa_batch(self, raw, retrieved, embeddings, with_gold):
     return batching.qa_batch(raw, retrieved, embeddings, self.corpus, self.specials,
