@@ -28,6 +28,8 @@ small to tell runs apart. Hence:
   answer), never in a question's wording: the form REALM's queries must transfer to.
 - Near-name distractors (one letter away, every fact different) and shared values keep surface
   matching from sufficing.
+- Optionally (`alias_fraction`), a second name per entity that only some of its blocks use and
+  some questions ask by: word overlap then misses the fact's block, as on real NQ.
 
 Questions are split by FACT (subject, relation), with one partition for all three benchmarks,
 so a test fact is never asked in fine-tuning; the pre-training text states every major fact.
@@ -103,9 +105,10 @@ class WorldConfig:
     alias_fraction: fraction of questions, pre-training sentences and sentences of corpus
       blocks without a major fact that name their subject by its alias: a second one-word name
       of every entity, also stated in its lead block ("Drosk is also known as Velk."), never
-      in a block holding a major fact unless that is the lead block. Word overlap then finds blocks that use the alias, not the one holding the
-      asked fact; a retriever must learn the alias from the text. 0: no aliases, the world byte
-      for byte as before the knob (aliases come from a stream of their own).
+      in another block holding a major fact. Word overlap then finds blocks that use the
+      alias, not the one holding the asked fact; a retriever must learn the alias from the
+      text. 0: no aliases, the world byte for byte as before the knob (aliases come from a
+      stream of their own).
   """
   seed: int = 0
   num_people: int = 500
@@ -370,7 +373,7 @@ def _questions(rng: random.Random, config: WorldConfig, facts: list[Fact],
         template = pools[family].pop()
         relation = RELATIONS[fact.relation]
         form = "alias" if i in by_alias else "name"
-        question = question_text(template, fact.subject.alias if i in by_alias
+        question = question_text(template, fact.subject.alias if form == "alias"
                                  else fact.subject.name, benchmark)
         if benchmark == "trec":
           answer = [trec_pattern(relation.object_type, fact.value, by_name.get(fact.value))]

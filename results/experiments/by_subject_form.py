@@ -4,11 +4,10 @@ test EM for the readers, dev zero-shot Recall@5 for the retrievers, each +- one 
 
   python results/experiments/by_subject_form.py OUT/runs OUT/world
 """
-import json
-import math
 import sys
 from pathlib import Path
 
+from realm_bench.io_utils import read_jsonl
 from realm_bench.reporting import summary
 
 READERS = ("bm25_reader", "closed_book", "orqa", "realm")
@@ -16,20 +15,16 @@ RETRIEVERS = ("bm25", "ict", "realm")
 
 
 def _forms(world: Path, split: str) -> list[str]:
-  form_of = {}
-  with open(world / "truth/facts.jsonl", encoding="utf-8") as f:
-    for line in f:
-      fact = json.loads(line)
-      for q, form in zip(fact["questions"]["nq"], fact["question_subject_forms"]["nq"]):
-        form_of[q] = form
-  with open(world / f"open_qa/nq/{split}.jsonl", encoding="utf-8") as f:
-    return [form_of[json.loads(line)["question"]] for line in f]
+  """The subject form of each question of the split, in the file's (and the records') order."""
+  form_of = {q: form for _, fact in read_jsonl(world / "truth/facts.jsonl")
+             for q, form in zip(fact["questions"]["nq"], fact["question_subject_forms"]["nq"])}
+  return [form_of[q["question"]] for _, q in read_jsonl(world / f"open_qa/nq/{split}.jsonl")]
 
 
 def _cell(outcomes, forms, form) -> str:
   chosen = [int(o) for o, f in zip(outcomes, forms) if f == form]
-  p = sum(chosen) / len(chosen)
-  return f"{100 * p:.1f} ± {100 * math.sqrt(p * (1 - p) / len(chosen)):.1f}"
+  percent = 100.0 * sum(chosen) / len(chosen)
+  return f"{percent:.1f} ± {summary.binomial_se(percent, len(chosen)):.1f}"
 
 
 def main(runs: str, world: str) -> None:
@@ -43,7 +38,9 @@ def main(runs: str, world: str) -> None:
       outcomes = summary.outcomes(recs.get((name, kind, split)))
       if outcomes is None:
         continue
-      assert len(outcomes) == len(forms), name
+      if len(outcomes) != len(forms):
+        sys.exit(f"{name} {kind} {split}: {len(outcomes)} outcomes for {len(forms)} questions "
+                 f"in {world}; is this the quickstart's own world?")
       print(f"| {name} | {metric} | {_cell(outcomes, forms, 'name')} | "
             f"{_cell(outcomes, forms, 'alias')} |")
 
