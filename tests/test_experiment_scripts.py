@@ -53,3 +53,61 @@ def test_seed_recall_names_missing_records_and_fails_when_none(tmp_path):
   assert out.returncode == 0 and "no record for no_such_run; pair skipped" in out.stderr
   out = _run("seed_recall.py", "ict_recall_dev", "qf=no_such_run", "--", str(tmp_path))
   assert out.returncode != 0 and "none of the runs has a recall record" in out.stderr
+
+
+def test_seed_table_prints_the_alias_world_rows_the_readme_quotes():
+  folders = sorted(str(p) for p in (RECORDS / "quickstart_alias").glob("seed_*"))
+  out = _run("seed_table.py", *folders)
+  assert out.returncode == 0, out.stderr
+  readme = (ROOT / "README.md").read_text(encoding="utf-8")
+  rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "±" in line]
+  assert len(rows) == 4
+  for row in rows:
+    assert row in readme, row
+
+
+def test_seed_recall_gives_the_alias_world_interval_the_readme_quotes():
+  worlds = sorted(str(p) for p in (RECORDS / "realm_recall_seeds" / "aliases").glob("world_*"))
+  out = _run("seed_recall.py", "ict_recall_dev",
+             "qs=realm_recall_dev,realm_seed1_recall_dev,realm_seed2_recall_dev", "--", *worlds)
+  assert out.returncode == 0, out.stderr
+  found = re.search(r"mean difference (\S+) over 12 runs, 95% interval over runs \[(\S+), (\S+)\]; "
+                    r"over the 4 world means \[(\S+), (\S+)\]", out.stdout)
+  assert found, out.stdout
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  quoted = re.search(r"\*\*lowers\*\* ICT's Recall@5 here, at every one of 12 runs \(3 seeds of "
+                     r"the REALM stage per world\): (\S+), 95% interval \[(\S+), (\S+)\] over the "
+                     r"runs, \[(\S+), (\S+)\] over the world means", readme)
+  assert quoted, "the README no longer quotes E76's interval"
+  for printed, said in zip(found.groups(), quoted.groups()):
+    assert abs(float(printed) - float(said)) <= 0.055, (found.groups(), quoted.groups())
+
+
+def test_pretrain_subset_splits_the_text_by_subject_form(tmp_path):
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import gin  # pylint: disable=g-import-not-at-top
+  from realm_bench.gin_utils import parse_gin  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import world  # pylint: disable=g-import-not-at-top
+  parse_gin(["world/tiny.gin"])
+  config = dataclasses.replace(world.WorldConfig(), alias_fraction=0.5)
+  gin.clear_config()
+  out = tmp_path / "out"
+  world.generate(out_dir=out / "world", config=config)
+  (out / "vocab.txt").write_text("[PAD]\n", encoding="utf-8")
+  for run in ("bert", "ict", "ict_recall_dev"):
+    (out / "runs" / run).mkdir(parents=True)
+  kept = {}
+  for kind in ("name", "alias", "random"):
+    done = _run("pretrain_subset.py", str(out), str(tmp_path / kind), kind)
+    assert done.returncode == 0, done.stderr
+    kept[kind] = (tmp_path / kind / "world/pretrain/sentences.jsonl").read_text(
+        encoding="utf-8").splitlines()
+    assert (tmp_path / kind / "world/corpus").is_symlink()
+    assert (tmp_path / kind / "runs/ict").resolve() == (out / "runs/ict").resolve()
+  everything = (out / "world/pretrain/sentences.jsonl").read_text(encoding="utf-8").splitlines()
+  assert kept["name"] and kept["alias"]
+  assert sorted(kept["name"] + kept["alias"]) == sorted(everything)
+  assert len(kept["random"]) == len(kept["name"]) and set(kept["random"]) <= set(everything)
+  out_again = _run("pretrain_subset.py", str(out), str(tmp_path / "name"), "name")
+  assert out_again.returncode != 0 and "exists; give a new folder" in out_again.stderr
+  assert "Traceback" not in out_again.stderr

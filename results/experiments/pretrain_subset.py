@@ -28,6 +28,10 @@ def _uses_alias(world: Path) -> list[bool]:
 
 def main(out: str, new: str, keep: str) -> None:
   out, new = Path(out).resolve(), Path(new)
+  if not (out / "world/pretrain/sentences.jsonl").exists():
+    sys.exit(f"{out}: no world/pretrain/sentences.jsonl; is this a quickstart folder?")
+  if new.exists():
+    sys.exit(f"{new}: exists; give a new folder")
   lines = (out / "world/pretrain/sentences.jsonl").read_text(encoding="utf-8").splitlines()
   alias = _uses_alias(out / "world")
   by_name = [line for line, a in zip(lines, alias) if not a]
