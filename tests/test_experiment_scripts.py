@@ -31,9 +31,17 @@ def test_seed_table_prints_the_quickstart_rows_the_readme_quotes(records):
     assert row in readme, row
 
 
-def test_seed_recall_gives_the_intervals_the_readme_quotes():
-  worlds = sorted(str(p) for p in (RECORDS / "realm_recall_seeds" /
-                                   "question_form_ict_warmup").glob("world_*"))
+E70_QUOTE = (r"\*\*(\S+), 95% interval over the 12 runs \[(\S+), (\S+)\], over the 4 "
+             r"world means \[(\S+), (\S+)\]\*\*")
+E76_QUOTE = (r"\*\*lowers\*\* ICT's Recall@5 here, at every one of 12 runs \(3 seeds of the "
+             r"REALM stage per world\): (\S+), 95% interval \[(\S+), (\S+)\] over the runs, "
+             r"\[(\S+), (\S+)\] over the world means")
+
+
+@pytest.mark.parametrize("records, quote", [("question_form_ict_warmup", E70_QUOTE),
+                                            ("aliases", E76_QUOTE)])
+def test_seed_recall_gives_the_intervals_the_readme_quotes(records, quote):
+  worlds = sorted(str(p) for p in (RECORDS / "realm_recall_seeds" / records).glob("world_*"))
   out = _run("seed_recall.py", "ict_recall_dev",
              "qf=realm_recall_dev,realm_seed1_recall_dev,realm_seed2_recall_dev", "--", *worlds)
   assert out.returncode == 0, out.stderr
@@ -41,9 +49,8 @@ def test_seed_recall_gives_the_intervals_the_readme_quotes():
                     r"over the 4 world means \[(\S+), (\S+)\]", out.stdout)
   assert found, out.stdout
   readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-  quoted = re.search(r"\*\*(\S+), 95% interval over the 12 runs \[(\S+), (\S+)\], over the 4 "
-                     r"world means \[(\S+), (\S+)\]\*\*", readme)
-  assert quoted, "the README no longer quotes E70's interval"
+  quoted = re.search(quote, readme)
+  assert quoted, f"the README no longer quotes the interval of {records}"
   # The script prints two decimals, the README one: equal up to that rounding.
   for printed, said in zip(found.groups(), quoted.groups()):
     assert abs(float(printed) - float(said)) <= 0.055, (found.groups(), quoted.groups())
@@ -56,23 +63,6 @@ def test_seed_recall_names_missing_records_and_fails_when_none(tmp_path):
   assert out.returncode == 0 and "no record for no_such_run; pair skipped" in out.stderr
   out = _run("seed_recall.py", "ict_recall_dev", "qf=no_such_run", "--", str(tmp_path))
   assert out.returncode != 0 and "none of the runs has a recall record" in out.stderr
-
-
-def test_seed_recall_gives_the_alias_world_interval_the_readme_quotes():
-  worlds = sorted(str(p) for p in (RECORDS / "realm_recall_seeds" / "aliases").glob("world_*"))
-  out = _run("seed_recall.py", "ict_recall_dev",
-             "qs=realm_recall_dev,realm_seed1_recall_dev,realm_seed2_recall_dev", "--", *worlds)
-  assert out.returncode == 0, out.stderr
-  found = re.search(r"mean difference (\S+) over 12 runs, 95% interval over runs \[(\S+), (\S+)\]; "
-                    r"over the 4 world means \[(\S+), (\S+)\]", out.stdout)
-  assert found, out.stdout
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-  quoted = re.search(r"\*\*lowers\*\* ICT's Recall@5 here, at every one of 12 runs \(3 seeds of "
-                     r"the REALM stage per world\): (\S+), 95% interval \[(\S+), (\S+)\] over the "
-                     r"runs, \[(\S+), (\S+)\] over the world means", readme)
-  assert quoted, "the README no longer quotes E76's interval"
-  for printed, said in zip(found.groups(), quoted.groups()):
-    assert abs(float(printed) - float(said)) <= 0.055, (found.groups(), quoted.groups())
 
 
 def test_pretrain_subset_splits_the_text_by_subject_form(tmp_path):
