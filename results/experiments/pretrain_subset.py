@@ -11,6 +11,7 @@ control for the smaller text. NEW links OUT's world files, vocabulary, BERT and 
 import json
 import random
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from realm_bench.io_utils import read_jsonl
 def _uses_alias(world: Path) -> list[bool]:
   alias_of = {}
   for _, entity in read_jsonl(world / "truth/entities.jsonl"):
+    if "alias" not in entity:
+      sys.exit(f"{world / 'truth/entities.jsonl'}: entities have no `alias`; this world was made "
+               "with WorldConfig.alias_fraction = 0")
     for block in entity["block_ids"]:
       alias_of[block] = entity["alias"]
   return [bool(re.search(rf"\b{re.escape(alias_of[s['block_id']])}\b", s["text"]))
@@ -38,15 +42,20 @@ def main(out: str, new: str, keep: str) -> None:
   chosen = {"name": by_name,
             "alias": [line for line, a in zip(lines, alias) if a],
             "random": random.Random(0).sample(lines, len(by_name))}[keep]
-  (new / "world/pretrain").mkdir(parents=True)
-  (new / "runs").mkdir()
+  # Built under a temporary name and renamed, so an interrupted call leaves no folder that
+  # looks finished.
+  tmp = new.with_name(new.name + ".tmp")
+  shutil.rmtree(tmp, ignore_errors=True)
+  (tmp / "world/pretrain").mkdir(parents=True)
+  (tmp / "runs").mkdir()
   for item in (out / "world").iterdir():
     if item.name != "pretrain":
-      (new / "world" / item.name).symlink_to(item)
-  (new / "world/pretrain/sentences.jsonl").write_text("\n".join(chosen) + "\n", encoding="utf-8")
-  (new / "vocab.txt").symlink_to(out / "vocab.txt")
+      (tmp / "world" / item.name).symlink_to(item)
+  (tmp / "world/pretrain/sentences.jsonl").write_text("\n".join(chosen) + "\n", encoding="utf-8")
+  (tmp / "vocab.txt").symlink_to(out / "vocab.txt")
   for run in ("bert", "ict", "ict_recall_dev"):
-    (new / "runs" / run).symlink_to(out / "runs" / run)
+    (tmp / "runs" / run).symlink_to(out / "runs" / run)
+  tmp.rename(new)
   print(json.dumps({"sentences": len(lines), "by_alias": sum(alias), "kept": len(chosen)}))
 
 
