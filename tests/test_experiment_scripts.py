@@ -3,6 +3,7 @@
 input errors are named."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -93,3 +94,29 @@ def test_pretrain_subset_splits_the_text_by_subject_form(tmp_path):
   out_again = _run("pretrain_subset.py", str(out), str(tmp_path / "name"), "name")
   assert out_again.returncode != 0 and "exists; give a new folder" in out_again.stderr
   assert "Traceback" not in out_again.stderr
+  assert not list(tmp_path.glob("*.tmp"))
+  plain = tmp_path / "plain"
+  world.generate(out_dir=plain / "world", config=dataclasses.replace(config, alias_fraction=0.0))
+  refused = _run("pretrain_subset.py", str(plain), str(tmp_path / "from_plain"), "name")
+  assert refused.returncode != 0 and "alias_fraction = 0" in refused.stderr
+  assert "Traceback" not in refused.stderr and not (tmp_path / "from_plain").exists()
+
+
+def test_check_on_the_alias_world_records_gives_the_verdicts_the_readme_quotes():
+  done = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs",
+                         str(RECORDS / "quickstart_alias"), "--format", "json"],
+                        capture_output=True, text=True, cwd=ROOT, check=False)
+  claims = {v["item"]: v for v in json.loads(done.stdout)["verdicts"]
+            if v["kind"] == "claim" and v["verdict"] != "MISSING"}
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  for item, verdict, words in (
+      ("table1/realm_above_closed_book", "PASS", "REALM > closed-book PASS"),
+      ("table2/realm_above_orqa", "PASS", "REALM > ORQA PASS on NQ dev"),
+      ("table1/realm_above_orqa", "INCONCLUSIVE", "INCONCLUSIVE on NQ test"),
+      ("table1/realm_above_bm25_reader", "FAIL", "REALM > BM25 + reader FAIL, but by")):
+    found = claims[item]
+    assert found["verdict"] == verdict, found
+    quoted = (f"{words} ({found['delta']:+.1f} [{found['ci_low']:+.1f}, {found['ci_high']:+.1f}]"
+              if verdict != "FAIL" else
+              f"{words} {found['delta']:+.1f} [{found['ci_low']:+.1f}, {found['ci_high']:+.1f}]")
+    assert quoted in readme, quoted
