@@ -20,7 +20,7 @@ from realm_bench.errors import InputError
 from realm_bench.infer import load_finetuned
 from realm_bench.io_utils import atomic_write_jsonl
 from realm_bench.metrics_io import MetricsWriter
-from realm_bench.pipelines import base, batching
+from realm_bench.pipelines import base, batching, token_file
 from realm_bench.pipelines.open_qa import OpenQAPipeline
 from realm_bench.reporting.records import (RECORD_NAME, SCALES, RunRecord, git_commit,
                                            hardware_info, read_record, write_record)
@@ -167,7 +167,8 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
   matcher = recall_matcher(qa_task, matcher)
   started = _now()
   run_dir = Path(run_dir)
-  corpus = base.load_corpus(corpus_task, sequence_lengths)
+  # Memory-mapped, as fine-tuning and evaluation read it: bounded memory at paper scale.
+  corpus = token_file.for_run(corpus_task, sequence_lengths.block, run_dir)
   examples = base.task_examples(qa_task, split, sequence_lengths.for_queries())
   if retriever == "bm25":
     from realm_bench.retrieval.bm25 import Bm25Retriever  # pylint: disable=g-import-not-at-top

@@ -138,6 +138,21 @@ def test_zero_shot_recall_record(world, ict):
   record = read_record(world / "recall" / "record.json")
   assert set(metrics) == {"recall@5"} and record.recall_matcher == "string"
   assert record.split == "dev"
+  # The corpus was read from the run's memory-mapped token files, and their bodies are the
+  # in-memory corpus's: recounting the retrieved blocks from the latter gives the same recall.
+  from realm_bench.pipelines import base  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import metrics as qa_metrics  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks.data import SequenceLengths  # pylint: disable=g-import-not-at-top
+  assert (world / "recall" / "corpus_tokens" / "manifest.json").exists()
+  memory = base.load_corpus("realm_bench.synthetic.corpus",
+                            gin.get_configurable(SequenceLengths)())
+  retrieved = [json.loads(line)["retrieved"]
+               for line in (world / "recall" / "retrieved_validation.jsonl").open()]
+  examples = [json.loads(line) for line in
+              (world / "world" / "open_qa" / "nq" / "dev.jsonl").open()]
+  hits = [any(qa_metrics.has_answer(memory.bodies[memory.row(b)], e["answer"])
+              for b in row[:5]) for row, e in zip(retrieved, examples, strict=True)]
+  assert 100.0 * sum(hits) / len(hits) == pytest.approx(metrics["recall@5"])
 
 
 def _async_pipeline(world, run):
