@@ -26,7 +26,8 @@ from realm_bench.errors import InputError
 @dataclasses.dataclass
 class SweepConfig:
   experiment: str = "staleness"
-  values: tuple[int, ...] = (1, 3, 10, 30)
+  # 1x, 3x, 10x and 30x the quickstart's refresh interval (20 steps).
+  values: tuple[int, ...] = (20, 60, 200, 600)
   # Extra pre-training bindings shared by every point, e.g. the refresh mode or index kind.
   pretrain_bindings: tuple[str, ...] = ()
 

@@ -13,15 +13,15 @@ from realm_bench.reporting import build, check as check_lib, specs
 from record_factory import outcomes_for, write_run
 
 
-def _sweep_runs(runs, em_1=30.0, em_30=20.0):
+def _sweep_runs(runs, em_1x=30.0, em_30x=20.0):
   """One seed per refresh interval, each with an evaluation and a recall record carrying
   per-question outcomes (200 questions), so the claims between two points are decided."""
-  for value, em in ((1, em_1), (30, em_30)):
+  for value, em in ((20, em_1x), (600, em_30x)):
     common = dict(experiment="staleness", split="dev", params={"refresh_every_steps": value},
                   stats={"staleness_mean": value / 2}, num_examples=200)
     em, right = outcomes_for(em)
     write_run(runs, f"eval_{value}", metrics={"exact_match": em}, outcomes=right, **common)
-    recall, hits = outcomes_for(40.0 if value == 1 else 30.0)
+    recall, hits = outcomes_for(40.0 if value == 20 else 30.0)
     write_run(runs, f"recall_{value}", metrics={"recall@5": recall}, outcomes=hits, **common)
 
 
@@ -42,7 +42,7 @@ def test_table_and_check_agree_on_n(tmp_path):
   assert points["n"].tolist() == [1, 1]   # one seed each, not its two records
   _, verdicts = check_lib.check(runs_dir=tmp_path, spec_ids=["staleness"])
   assert set(verdicts["n"]) == {1}
-  pairs = verdicts[verdicts["item"].str.contains("refresh_1_above_30")]
+  pairs = verdicts[verdicts["item"].str.contains("refresh_1x_above_30x")]
   assert set(pairs["verdict"]) == {"PASS"}
   # Two sweep points are too few for a rank correlation: undecided, not passed.
   trends = verdicts[verdicts["item"].str.contains("decreases")]
@@ -51,12 +51,12 @@ def test_table_and_check_agree_on_n(tmp_path):
 
 
 def test_json_output(tmp_path, capsys):
-  _sweep_runs(tmp_path, em_1=10.0)
+  _sweep_runs(tmp_path, em_1x=10.0)
   assert cli.main(["check", "--runs", str(tmp_path), "--format", "json"]) == 1
   captured = capsys.readouterr()
   doc = json.loads(captured.out)
   assert doc["exit_code"] == 1 and "exit 1" in captured.err
-  em = next(v for v in doc["verdicts"] if v["item"] == "staleness/refresh_1_above_30_em")
+  em = next(v for v in doc["verdicts"] if v["item"] == "staleness/refresh_1x_above_30x_em")
   assert em["verdict"] == "FAIL" and em["ours"] == 10.0 and em["baseline"] == 20.0
   assert em["n"] == 1 and em["spec"] == "staleness" and em["delta"] == -10.0
   assert em["ci_high"] < 0 and em["method"].startswith("paired bootstrap over 200 questions")
@@ -65,14 +65,14 @@ def test_json_output(tmp_path, capsys):
 
 
 def test_junit_output_has_a_test_case_per_cell_and_claim(tmp_path, capsys):
-  _sweep_runs(tmp_path, em_1=10.0)
+  _sweep_runs(tmp_path, em_1x=10.0)
   assert cli.main(["check", "--runs", str(tmp_path), "--format", "junit"]) == 1
   root = ET.fromstring(capsys.readouterr().out)
   _, verdicts = check_lib.check(runs_dir=tmp_path)
   cases = root.findall("./testsuite/testcase")
   assert len(cases) == len(verdicts) == int(root.get("tests"))
   failed = [c.get("name") for c in cases if c.find("failure") is not None]
-  assert failed == ["staleness/refresh_1_above_30_em [synthetic]"]
+  assert failed == ["staleness/refresh_1x_above_30x_em [synthetic]"]
   assert int(root.get("skipped")) == verdicts["verdict"].isin(["MISSING", "INCONCLUSIVE"]).sum()
   assert verdicts["verdict"].eq("INCONCLUSIVE").sum() == 2   # the two-point sweep's trends
   assert {s.get("name") for s in root.findall("testsuite")} == {"table1", "table2",
@@ -87,7 +87,7 @@ def test_one_spec_and_users_own_specs(tmp_path, capsys):
   _sweep_runs(tmp_path / "runs")
   assert cli.main(["check", "--runs", str(tmp_path / "runs"), "--spec", "staleness"]) == 0
   out = capsys.readouterr().out
-  assert "staleness/refresh_1_above_30_em" in out and "table1" not in out
+  assert "staleness/refresh_1x_above_30x_em" in out and "table1" not in out
   assert cli.main(["check", "--runs", str(tmp_path / "runs"), "--spec", "tabel1"]) == 2
   assert "--spec" in capsys.readouterr().err
   mine = tmp_path / "my_specs"

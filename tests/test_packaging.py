@@ -104,7 +104,7 @@ def test_wheel_installed_outside_the_checkout_works(tmp_path):
   assert where.stdout.startswith(str(venv))
   # One seed without per-question outcomes: the claims are INCONCLUSIVE, which --strict fails.
   check = realm_bench("check", "--runs", str(records), "--format", "json", "--strict")
-  assert check.returncode == 1 and '"staleness/refresh_1_above_30_em"' in check.stdout, check
+  assert check.returncode == 1 and '"staleness/refresh_1x_above_30x_em"' in check.stdout, check
   assert '"INCONCLUSIVE"' in check.stdout, check
   tables = realm_bench("tables", "--runs", str(records), "--out", "tables")
   assert tables.returncode == 0, tables.stderr

@@ -277,7 +277,7 @@ SYNTHETIC_DEV = {"realm": (50.0, 45.0), "orqa": (35.0, 20.0),
                  "realm_stale_30x": (30.0, 15.0)}
 
 
-def _write_synthetic_runs(runs, realm_test=55.0, stale_at_1=50.0):
+def _write_synthetic_runs(runs, realm_test=55.0, stale_at_1x=50.0):
   """Three seeds (seed_N folders) of every synthetic row and sweep point, with per-question
   outcomes on 200 questions: the defaults make every claim of the specs hold."""
   for dataset in ("nq", "wq", "ct"):
@@ -291,7 +291,7 @@ def _write_synthetic_runs(runs, realm_test=55.0, stale_at_1=50.0):
     write_seeds(runs, f"syn-{name}-dev", value=em, experiment=name, split="dev")
     write_seeds(runs, f"syn-{name}-recall", value=recall, metric="recall@5", experiment=name,
                 split="dev")
-  for every, em in ((1, stale_at_1), (3, 47.0), (10, 45.0), (30, 35.0)):
+  for every, em in ((20, stale_at_1x), (60, 47.0), (200, 45.0), (600, 35.0)):
     common = dict(experiment="staleness", split="dev", params={"refresh_every_steps": every},
                   stats={"staleness_mean": (every - 1) / 2, "staleness_max": every - 1})
     write_seeds(runs, f"syn-stale-{every}-dev", value=em, **common)
@@ -346,12 +346,12 @@ def test_check_missing_passes_unless_strict(tmp_path, capsys):
 
 
 def test_check_claims_fail_when_direction_reverses(tmp_path, capsys):
-  _write_synthetic_runs(tmp_path, realm_test=30.0, stale_at_1=20.0)
+  _write_synthetic_runs(tmp_path, realm_test=30.0, stale_at_1x=20.0)
   code, verdicts = check_lib.check(runs_dir=tmp_path)
   assert code == 1
   assert _verdict(verdicts, "table1/realm_above_orqa") == "FAIL"
   assert _verdict(verdicts, "table1/realm_above_closed_book") == "PASS"
-  assert _verdict(verdicts, "staleness/refresh_1_above_30_em", "synthetic") == "FAIL"
+  assert _verdict(verdicts, "staleness/refresh_1x_above_30x_em", "synthetic") == "FAIL"
   # Out of order (20, 47, 45, 35): the rank test does not say EM falls, nor that it rises.
   assert _verdict(verdicts, "staleness/em_decreases_with_refresh_interval") == "INCONCLUSIVE"
   assert _verdict(verdicts, "staleness/recall_decreases_with_refresh_interval") == "INCONCLUSIVE"
@@ -468,8 +468,8 @@ def test_staleness_plot_written_when_sweep_records_exist(tmp_path):
   assert png in written
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   md = (tmp_path / "t" / "staleness.md").read_text(encoding="utf-8")
-  # Three seeds at refresh 1 averaged: mean, ± of the 95% t-interval, n.
-  assert "| 1 | 50.0 | 2.5 | 40.0 | 2.5 | 0.0 | 3 |" in md
+  # Three seeds at refresh 20 averaged: mean, ± of the 95% t-interval, n.
+  assert "| 20 | 50.0 | 2.5 | 40.0 | 2.5 | 9.5 | 3 |" in md
 
 
 def test_tables_refuse_unknown_format_and_unswept_runs(tmp_path):
