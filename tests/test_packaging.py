@@ -109,9 +109,10 @@ def test_wheel_installed_outside_the_checkout_works(tmp_path):
   tables = realm_bench("tables", "--runs", str(records), "--out", "tables")
   assert tables.returncode == 0, tables.stderr
   assert (outside / "tables" / "staleness.md").read_text() == (
-      ROOT / "results" / "tables" / "staleness.md").read_text().replace(
+      ROOT / "results" / "tables" / "staleness_generator1" / "staleness.md").read_text().replace(
           "results/records/staleness", str(records)).replace(
-              "--format md,csv --out results/tables", "--format md --out tables")
+              "--format md,csv --out results/tables/staleness_generator1",
+              "--format md --out tables")
   train = realm_bench("train", "--gin_file=runs/ict.gin", "--gin.RUN_DIR='r'",
                       "--gin.NUM_STEP=5")  # the shipped gin files, found from the wheel
   assert train.returncode == 2 and "did you mean NUM_STEPS?" in train.stderr, train.stderr
