@@ -131,8 +131,8 @@ def _check_args(p):
 def _sweep_args(p):
   p.add_argument("--out", default="results/runs/staleness",
                  help="folder for the world, vocabulary and runs")
-  p.add_argument("--values", help="comma-separated refresh intervals in steps, e.g. 20,60,200,600 "
-                                  "(default: SweepConfig.values of the gin files)")
+  p.add_argument("--values", help="comma-separated refresh intervals in steps, e.g. "
+                                  "20,60,200,600 (default: SweepConfig.values of the gin files)")
   _gin_args(p)
 
 

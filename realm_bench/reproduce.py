@@ -46,8 +46,8 @@ class ReproduceConfig:
   # The stale row refreshes its index this many times less often than REALM's row.
   stale_factor: int = 30
   # Refresh intervals of the sweep, in steps: 1x to 30x REALM's. A value equal to REALM's
-  # interval or the stale row's reuses that row's runs. (A refresh every step, once a point,
-  # cost 7-8 minutes a seed and is below the paper's range.)
+  # interval or the stale row's reuses that row's runs. (The refresh-every-step point the sweep
+  # once had cost 7-8 minutes a seed and lay outside that range.)
   sweep_values: tuple[int, ...] = (20, 60, 200, 600)
   formats: tuple[str, ...] = ("md", "csv", "tex", "html")
 
