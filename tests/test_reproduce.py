@@ -42,9 +42,21 @@ def test_pretrainings_name_their_records():
 
 
 def test_the_sweep_has_the_points_the_staleness_claims_compare():
+  """The defaults and every shipped gin file that sets the sweep's points, the smoke run's too
+  (its check must decide every claim), include the points the pairwise claims compare."""
+  from realm_bench import sweep  # pylint: disable=g-import-not-at-top
   wanted = {v for c in SPECS["staleness"]["claims"] for side in ("better", "worse")
             if side in c for v in c[side]["params"].values()}
+  assert wanted == {20, 600}
   assert wanted <= set(reproduce.ReproduceConfig().sweep_values)
+  assert wanted <= set(sweep.SweepConfig().values)
+  files = ("runs/reproduce.gin", "runs/reproduce_smoke.gin", "runs/sweep.gin",
+           "experiments/staleness.gin")
+  for name in files:
+    text = (gin_utils.gin_dir() / name).read_text(encoding="utf-8")
+    found = re.search(r"^\S*(?:sweep_values|SweepConfig\.values) = \(([\d, ]+)\)$", text, re.M)
+    assert found, name
+    assert wanted <= {int(v) for v in found.group(1).split(",")}, name
 
 
 def test_plan_lists_every_stage_once_per_seed(tmp_path):

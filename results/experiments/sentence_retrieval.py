@@ -69,4 +69,7 @@ def main(out, run_dir, extra_ks=()):
 if __name__ == "__main__":
   if len(sys.argv) not in (3, 4):
     sys.exit(__doc__)
-  main(*sys.argv[1:3], tuple(int(k) for k in sys.argv[3].split(",")) if len(sys.argv) == 4 else ())
+  ks = sys.argv[3].split(",") if len(sys.argv) == 4 else []
+  if not all(k.isdigit() and int(k) > 0 for k in ks):
+    sys.exit(f"K,K,...: expected comma-separated whole numbers above 0, got {sys.argv[3]!r}")
+  main(*sys.argv[1:3], tuple(sorted({int(k) for k in ks} - {7})))
