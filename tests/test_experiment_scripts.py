@@ -102,6 +102,29 @@ def test_pretrain_subset_splits_the_text_by_subject_form(tmp_path):
   assert "Traceback" not in refused.stderr and not (tmp_path / "from_plain").exists()
 
 
+def test_finetune_variant_keeps_what_precedes_fine_tuning(tmp_path):
+  out = tmp_path / "out"
+  for run in ("bert", "ict", "ict_recall_dev", "realm_pretrain", "realm_finetune",
+              "realm_eval_test", "orqa_eval_dev", "bm25_nq_dev"):
+    (out / "runs" / run).mkdir(parents=True)
+    (out / "runs" / run / "record.json").write_text("{}", encoding="utf-8")
+  (out / "world").mkdir()
+  (out / "vocab.txt").write_text("[PAD]\n", encoding="utf-8")
+  done = _run("finetune_variant.py", str(out), str(tmp_path / "new"))
+  assert done.returncode == 0, done.stderr
+  kept = sorted(p.name for p in (tmp_path / "new" / "runs").iterdir())
+  assert kept == ["bert", "bm25_nq_dev", "ict", "ict_recall_dev", "realm_pretrain"]
+  # Copies, so that the summary's walk over runs/ finds their records.
+  assert not (tmp_path / "new/runs/ict").is_symlink()
+  assert (tmp_path / "new/runs/ict/record.json").exists()
+  again = _run("finetune_variant.py", str(out), str(tmp_path / "new"))
+  assert again.returncode != 0 and "exists; give a new folder" in again.stderr
+  unfinished = _run("finetune_variant.py", str(tmp_path / "new" / "runs"), str(tmp_path / "x"))
+  assert unfinished.returncode != 0 and "finished quickstart folder" in unfinished.stderr
+  assert "Traceback" not in again.stderr + unfinished.stderr
+  assert not list(tmp_path.glob("*.tmp"))
+
+
 def test_check_on_the_alias_world_records_gives_the_verdicts_the_readme_quotes():
   done = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs",
                          str(RECORDS / "quickstart_alias"), "--format", "json"],

@@ -1,9 +1,12 @@
 """A REALM pre-training variant from a quickstart's BERT and ICT runs, and its recall.
 
-  python results/experiments/realm_variant.py OUT NAME [--oracle] [gin bindings...]
+  python results/experiments/realm_variant.py OUT NAME [--oracle | --random] [gin bindings...]
 
 `--oracle` makes the source block candidate 1 of every sentence (the reader test of the log:
 does the knowledge-augmented encoder learn to read a block that holds the answer?).
+`--random` gives every sentence uniformly random blocks in place of the retrieved ones (seeded
+by the step): the control for what an encoder gains from REALM's pre-training text and
+masking alone, without retrieval.
 Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev.
 """
 import sys
@@ -25,6 +28,13 @@ def oracle_prepare(self, step, params, raw):
   return self._batch(raw, np.concatenate([source[:, None], rest], axis=1))
 
 
+def random_prepare(self, step, params, raw):
+  del params
+  rng = np.random.default_rng(step)
+  ids = np.asarray(self.corpus.ids)
+  return self._batch(raw, ids[rng.integers(0, len(ids), (len(raw), self.num_candidates - 1))])
+
+
 def run(out: Path, name: str, bindings: list[str]) -> None:
   """REALM pre-training NAME from OUT's BERT and ICT runs with the quickstart's settings plus
   `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev)."""
@@ -42,5 +52,8 @@ if __name__ == "__main__":
   if "--oracle" in args:
     args.remove("--oracle")
     realm.RealmPipeline.prepare = oracle_prepare
+  elif "--random" in args:
+    args.remove("--random")
+    realm.RealmPipeline.prepare = random_prepare
   sys.argv = sys.argv[:1]
   run(Path(args[0]), args[1], args[2:])
