@@ -8,9 +8,8 @@ NEW links OUT's world and vocabulary and copies its reference points, BERT, ICT 
 pre-training runs and their recall stages (copies, not links: the summary finds records by
 walking `runs/`, which does not follow links; they are tens of MB); the fine-tunings and their
 evaluations are left out, so the quickstart runs them again under the new bindings (it skips a
-stage whose record exists). The compile
-cache is not linked: a fine-tuning of another length has the same shapes, so it would reuse
-the cached programs and the time per stage would not be comparable.
+stage whose record exists). The compile cache is not linked, so the fine-tunings' times
+compare with OUT's, which compiled their programs too.
 """
 import json
 import shutil
