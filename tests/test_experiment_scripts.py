@@ -145,3 +145,21 @@ def test_check_on_the_alias_world_records_gives_the_verdicts_the_readme_quotes()
               if verdict != "FAIL" else
               f"{words} {found['delta']:+.1f} [{found['ci_low']:+.1f}, {found['ci_high']:+.1f}]")
     assert quoted in readme, quoted
+
+
+def test_realm_variant_random_blocks_are_seeded_by_step_and_span_the_corpus():
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  import types  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location(
+      "realm_variant", ROOT / "results" / "experiments" / "realm_variant.py")
+  variant = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(variant)
+  fake = types.SimpleNamespace(corpus=types.SimpleNamespace(ids=np.arange(100, 150)),
+                               num_candidates=8, _batch=lambda raw, ids: ids)
+  raw = [{}] * 64
+  first = variant.random_prepare(fake, 3, None, raw)
+  assert first.shape == (64, 7)
+  assert np.array_equal(first, variant.random_prepare(fake, 3, None, raw))
+  assert not np.array_equal(first, variant.random_prepare(fake, 4, None, raw))
+  assert set(first.ravel()) <= set(range(100, 150)) and len(set(first.ravel())) > 40
