@@ -163,3 +163,14 @@ def test_realm_variant_random_blocks_are_seeded_by_step_and_span_the_corpus():
   assert np.array_equal(first, variant.random_prepare(fake, 3, None, raw))
   assert not np.array_equal(first, variant.random_prepare(fake, 4, None, raw))
   assert set(first.ravel()) <= set(range(100, 150)) and len(set(first.ravel())) > 40
+
+
+def test_readme_quotes_the_default_world_differences_at_900_steps():
+  out = _run("seed_table.py", str(RECORDS / "quickstart_finetune900" / "default" / "seed_0"))
+  assert out.returncode == 0, out.stderr
+  row = [line for line in out.stdout.splitlines() if line.startswith("| 0 |")][0]
+  orqa, bm25, closed, recall = [c.strip() for c in row.strip("|").split("|")][-4:]
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  quote = (f"REALM − ORQA **{orqa}**, REALM − BM25 + reader {bm25}, REALM − closed-book "
+           f"{closed}, REALM's Recall@5 − ICT's {recall}.")
+  assert quote in readme, quote
