@@ -237,7 +237,7 @@ def reference_points(s: Stages) -> None:
     if not s.finished(f"answer_prior_nq_{split}"):
       points = baselines.reference_points(world_dir=s.world, runs_dir=s.runs, split=split)
       s.say(f"reference points, NQ {split}: " + ", ".join(
-          f"{name} {value:.1f}" for metrics in points.values()
+          f"{point.replace('_', ' ')} {name} {value:.1f}" for point, metrics in points.items()
           for name, value in [next(iter(metrics.items()))]))
 
 
