@@ -174,3 +174,27 @@ def test_readme_quotes_the_default_world_differences_at_900_steps():
   quote = (f"REALM − ORQA **{orqa}**, REALM − BM25 + reader {bm25}, REALM − closed-book "
            f"{closed}, REALM's Recall@5 − ICT's {recall}.")
   assert quote in readme, quote
+
+
+def test_encoder_control_continues_bert_for_realm_pretrainings_budget(monkeypatch, tmp_path):
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location(
+      "encoder_control", ROOT / "results" / "experiments" / "encoder_control.py")
+  control = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(control)
+  seen = {}
+  monkeypatch.setattr(stages_lib, "bert_stage",
+                      lambda s, *, name, extra: seen.update(name=name, extra=extra))
+  config = stages_lib.QuickstartConfig()
+  control.continue_bert(stages_lib.Stages(tmp_path, config), "more_bert")
+  assert seen["name"] == "more_bert"
+  assert f"NUM_STEPS = {config.pretrain_steps}" in seen["extra"]
+  assert f"BATCH_SIZE = {config.pretrain_batch}" in seen["extra"]
+  assert f"LEARNING_RATE = {config.pretrain_lr}" in seen["extra"]
+  assert "CORPUS_TASK = None" in seen["extra"]
+  warm = [b for b in seen["extra"] if b.startswith("train_lib.train.warm_starts")]
+  assert warm and str(tmp_path / "runs" / "bert") in warm[0] and "'mlm_head'" in warm[0]
+  usage = _run("encoder_control.py", str(tmp_path))
+  assert usage.returncode != 0 and "--continue-bert" in usage.stderr
+  assert "Traceback" not in usage.stderr

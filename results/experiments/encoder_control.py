@@ -1,0 +1,53 @@
+"""Table 2's baseline-retriever row with any encoder as its reader, and the encoder that
+controls for REALM pre-training's compute.
+
+  python results/experiments/encoder_control.py OUT NAME --encoder RUN
+  python results/experiments/encoder_control.py OUT NAME --continue-bert
+
+ICT's retriever (OUT/runs/ict) and the reader of RUN are fine-tuned and evaluated on the NQ
+twin as the quickstart's systems are (`stages.finetune_bindings`): OUT/runs/NAME_finetune,
+NAME_eval_test, NAME_eval_dev. With `--encoder OUT/runs/realm_pretrain` it is the quickstart's
+"baseline retriever + REALM encoder" row; with a `realm_variant.py --random` run, E79's
+random-block control.
+
+`--continue-bert` first trains the BERT stage on (OUT/runs/NAME_bert) for REALM pre-training's
+budget, `pretrain_steps` x `pretrain_batch` sequences at its learning rate and warm-up, on the
+pre-training sentences alone with BERT's own objective (no blocks), and uses that as RUN: the
+control for what the REALM encoder gains from training longer on the same text (E81).
+"""
+import sys
+from pathlib import Path
+
+from realm_bench import stages as stages_lib
+
+
+def continue_bert(s: stages_lib.Stages, name: str) -> Path:
+  c = s.config
+  bert = s.runs / "bert"
+  return stages_lib.bert_stage(s, name=name, extra=[
+      f"NUM_STEPS = {c.pretrain_steps}", f"BATCH_SIZE = {c.pretrain_batch}",
+      f"LEARNING_RATE = {c.pretrain_lr}", f"WARMUP_STEPS = {c.pretrain_steps // 10}",
+      "CORPUS_TASK = None",
+      f"train_lib.train.warm_starts = [('{bert}', {{'reader': 'reader', 'mlm_head': 'mlm_head'}})]"])
+
+
+def run(out: Path, name: str, encoder: Path | None) -> None:
+  s = stages_lib.Stages(out, stages_lib.QuickstartConfig())
+  if encoder is None:
+    encoder = continue_bert(s, f"{name}_bert")
+  tuned = s.train(f"{name}_finetune",
+                  ["runs/finetune.gin", "experiments/baseline_retriever_realm_encoder.gin"],
+                  stages_lib.finetune_bindings(s.config, s.runs / "ict", s.runs / "bert",
+                                               [f"REALM_RUN = '{encoder}'"]), kind="finetune")
+  for split, short in (("test", "test"), ("validation", "dev")):
+    s.evaluate(f"{name}_eval_{short}", "baseline_retriever_realm_encoder", tuned, split)
+
+
+if __name__ == "__main__":
+  args = sys.argv[1:]
+  if len(args) == 4 and args[2] == "--encoder":
+    run(Path(args[0]), args[1], Path(args[3]))
+  elif len(args) == 3 and args[2] == "--continue-bert":
+    run(Path(args[0]), args[1], None)
+  else:
+    sys.exit(__doc__)
