@@ -198,3 +198,16 @@ def test_encoder_control_continues_bert_for_realm_pretrainings_budget(monkeypatc
   usage = _run("encoder_control.py", str(tmp_path))
   assert usage.returncode != 0 and "--continue-bert" in usage.stderr
   assert "Traceback" not in usage.stderr
+
+
+def test_readme_default_world_table_at_900_steps_is_the_records():
+  seeds = sorted(str(p) for p in (RECORDS / "quickstart_finetune900" / "default").glob("seed_*"))
+  out = _run("seed_table.py", *seeds)
+  assert out.returncode == 0, out.stderr
+  readme = (ROOT / "README.md").read_text(encoding="utf-8")
+  rows = [line for line in out.stdout.splitlines() if re.match(r"\| \d \|", line)]
+  assert len(rows) == 4
+  for row in rows:
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    del cells[7:9]   # the README's table leaves out the two Recall@5 levels
+    assert "| " + " | ".join(cells) + " |" in readme, row
