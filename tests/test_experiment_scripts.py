@@ -197,7 +197,10 @@ def test_encoder_control_continues_bert_for_realm_pretrainings_budget(monkeypatc
   assert warm and str(tmp_path / "runs" / "bert") in warm[0] and "'mlm_head'" in warm[0]
   usage = _run("encoder_control.py", str(tmp_path))
   assert usage.returncode != 0 and "--continue-bert" in usage.stderr
-  assert "Traceback" not in usage.stderr
+  missing = _run("encoder_control.py", str(tmp_path), "x", "--encoder", str(tmp_path / "nope"))
+  assert missing.returncode != 0 and "no record.json" in missing.stderr
+  assert "Traceback" not in usage.stderr + missing.stderr
+  assert not (tmp_path / "runs" / "x_finetune").exists()
 
 
 def test_readme_default_world_table_at_900_steps_is_the_records():

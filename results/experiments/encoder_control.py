@@ -32,6 +32,10 @@ def continue_bert(s: stages_lib.Stages, name: str) -> Path:
 
 
 def run(out: Path, name: str, encoder: Path | None) -> None:
+  # Refused before anything is trained, rather than a traceback from the warm start.
+  for needed in [out / "runs" / "bert", out / "runs" / "ict"] + ([encoder] if encoder else []):
+    if not (needed / "record.json").exists():
+      sys.exit(f"{needed}: no record.json; OUT must be a quickstart folder and RUN a finished run")
   s = stages_lib.Stages(out, stages_lib.QuickstartConfig())
   if encoder is None:
     encoder = continue_bert(s, f"{name}_bert")
