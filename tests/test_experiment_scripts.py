@@ -15,6 +15,16 @@ ROOT = Path(__file__).parents[1]
 RECORDS = ROOT / "results" / "records"
 
 
+def _load(script: str):
+  """An experiment script as a module (they are files, not a package)."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location(
+      script, ROOT / "results" / "experiments" / f"{script}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, str(ROOT / "results" / "experiments" / script), *args],
                         capture_output=True, text=True, cwd=ROOT, check=False)
@@ -148,13 +158,9 @@ def test_check_on_the_alias_world_records_gives_the_verdicts_the_readme_quotes()
 
 
 def test_realm_variant_random_blocks_are_seeded_by_step_and_span_the_corpus():
-  import importlib.util  # pylint: disable=g-import-not-at-top
   import types  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.spec_from_file_location(
-      "realm_variant", ROOT / "results" / "experiments" / "realm_variant.py")
-  variant = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(variant)
+  variant = _load("realm_variant")
   fake = types.SimpleNamespace(corpus=types.SimpleNamespace(ids=np.arange(100, 150)),
                                num_candidates=8, _batch=lambda raw, ids: ids)
   raw = [{}] * 64
@@ -177,12 +183,8 @@ def test_readme_quotes_the_default_world_differences_at_900_steps():
 
 
 def test_encoder_control_continues_bert_for_realm_pretrainings_budget(monkeypatch, tmp_path):
-  import importlib.util  # pylint: disable=g-import-not-at-top
   from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.spec_from_file_location(
-      "encoder_control", ROOT / "results" / "experiments" / "encoder_control.py")
-  control = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(control)
+  control = _load("encoder_control")
   seen = {}
   monkeypatch.setattr(stages_lib, "bert_stage",
                       lambda s, *, name, extra: seen.update(name=name, extra=extra))
