@@ -216,3 +216,24 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     cells = [c.strip() for c in row.strip("|").split("|")]
     del cells[7:9]   # the README's table leaves out the two Recall@5 levels
     assert "| " + " | ".join(cells) + " |" in readme, row
+
+
+@pytest.mark.parametrize("world", [0, 1])
+def test_log_e83_encoder_table_is_the_records(world):
+  """E83's rows (the encoders pre-trained on oracle, retrieved and random blocks) are what the
+  committed records give, differences by the same paired statistic as `paired_recall.py`."""
+  from realm_bench.reporting import summary  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting.records import RECORD_NAME, read_record  # pylint: disable=g-import-not-at-top
+  runs = RECORDS / "quickstart_finetune900" / "e83_blocks" / f"default_world_{world}"
+  orqa_runs = RECORDS / "quickstart_finetune900" / "default" / f"seed_{world}"
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  for split in ("test", "dev"):
+    rec = {name: read_record(runs / f"{name}_enc_eval_{split}" / RECORD_NAME)
+           for name in ("oracle", "retrieved", "random")}
+    orqa = read_record(orqa_runs / f"orqa_eval_{split}" / RECORD_NAME)
+    cells = [f"{r.metrics['exact_match']:.1f}" for r in (orqa, *rec.values())]
+    for a, b in (("oracle", "retrieved"), ("oracle", "random"), ("retrieved", "random")):
+      diff, se = summary.paired_difference(rec[a], rec[b])
+      cells.append(f"{diff:+.1f} ± {se:.1f}")
+    row = f"| {world} | {split} | " + " | ".join(cells) + " |"
+    assert row in log, row
