@@ -205,6 +205,31 @@ def test_encoder_control_continues_bert_for_realm_pretrainings_budget(monkeypatc
   assert not (tmp_path / "runs" / "x_finetune").exists()
 
 
+def test_encoder_control_bm25_reads_bm25s_blocks_with_the_encoders_reader(monkeypatch, tmp_path):
+  from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
+  control = _load("encoder_control")
+  runs = tmp_path / "runs"
+  for needed in ("bert", "ict", "realm_pretrain"):
+    (runs / needed).mkdir(parents=True)
+    (runs / needed / "record.json").write_text("{}")
+  trained, evaluated = [], []
+  monkeypatch.setattr(stages_lib.Stages, "train",
+                      lambda self, name, gin_files, bindings, kind: trained.append(
+                          (name, gin_files, bindings)) or runs / name)
+  monkeypatch.setattr(stages_lib.Stages, "evaluate",
+                      lambda self, name, experiment, tuned, split, overlays=(): evaluated.append(
+                          (name, experiment, split, tuple(overlays))))
+  control.run(tmp_path, "enc_bm25", runs / "realm_pretrain", bm25=True)
+  [(name, gin_files, bindings)] = trained
+  assert name == "enc_bm25_finetune" and "experiments/bm25_reader.gin" in gin_files
+  assert f"BERT_RUN = '{runs / 'realm_pretrain'}'" in bindings and "WARM_START = None" in bindings
+  assert [e[:3] for e in evaluated] == [("enc_bm25_eval_test", "bm25_reader", "test"),
+                                        ("enc_bm25_eval_dev", "bm25_reader", "validation")]
+  assert all(e[3] == ("experiments/bm25_reader.gin",) for e in evaluated)
+  bad = _run("encoder_control.py", str(tmp_path), "x", "--encoder", str(runs / "bert"), "--bm2")
+  assert bad.returncode != 0 and "--bm25" in bad.stderr
+
+
 def test_readme_default_world_table_at_900_steps_is_the_records():
   seeds = sorted(str(p) for p in (RECORDS / "quickstart_finetune900" / "default").glob("seed_*"))
   out = _run("seed_table.py", *seeds)

@@ -3,12 +3,17 @@ controls for REALM pre-training's compute.
 
   python results/experiments/encoder_control.py OUT NAME --encoder RUN
   python results/experiments/encoder_control.py OUT NAME --continue-bert
+  python results/experiments/encoder_control.py OUT NAME --encoder RUN --bm25
 
 ICT's retriever (OUT/runs/ict) and the reader of RUN are fine-tuned and evaluated on the NQ
 twin as the quickstart's systems are (`stages.finetune_bindings`): OUT/runs/NAME_finetune,
 NAME_eval_test, NAME_eval_dev. With `--encoder OUT/runs/realm_pretrain` it is the quickstart's
 "baseline retriever + REALM encoder" row; with a `realm_variant.py --random` run, E79's
 random-block control.
+
+`--bm25` reads BM25's blocks instead (the quickstart's BM25 + reader with RUN's reader in place
+of the BERT stage's): with the REALM encoder it splits REALM's gap to the BM25 reader into what
+the retriever costs and what the encoder gains.
 
 `--continue-bert` first trains the BERT stage on (OUT/runs/NAME_bert) for REALM pre-training's
 budget, `pretrain_steps` x `pretrain_batch` sequences at its learning rate and warm-up, on the
@@ -31,7 +36,7 @@ def continue_bert(s: stages_lib.Stages, name: str) -> Path:
       f"train_lib.train.warm_starts = [('{bert}', {{'reader': 'reader', 'mlm_head': 'mlm_head'}})]"])
 
 
-def run(out: Path, name: str, encoder: Path | None) -> None:
+def run(out: Path, name: str, encoder: Path | None, bm25: bool = False) -> None:
   # Refused before anything is trained, rather than a traceback from the warm start.
   for needed in [out / "runs" / "bert", out / "runs" / "ict"] + ([encoder] if encoder else []):
     if not (needed / "record.json").exists():
@@ -39,6 +44,14 @@ def run(out: Path, name: str, encoder: Path | None) -> None:
   s = stages_lib.Stages(out, stages_lib.QuickstartConfig())
   if encoder is None:
     encoder = continue_bert(s, f"{name}_bert")
+  if bm25:
+    # bm25_reader.gin warm-starts the reader from BERT_RUN; nothing else is warm-started.
+    tuned = s.train(f"{name}_finetune", ["runs/finetune.gin", "experiments/bm25_reader.gin"],
+                    stages_lib.finetune_bindings(s.config, None, encoder), kind="finetune")
+    for split, short in (("test", "test"), ("validation", "dev")):
+      s.evaluate(f"{name}_eval_{short}", "bm25_reader", tuned, split,
+                 ["experiments/bm25_reader.gin"])
+    return
   tuned = s.train(f"{name}_finetune",
                   ["runs/finetune.gin", "experiments/baseline_retriever_realm_encoder.gin"],
                   stages_lib.finetune_bindings(s.config, s.runs / "ict", s.runs / "bert",
@@ -49,8 +62,8 @@ def run(out: Path, name: str, encoder: Path | None) -> None:
 
 if __name__ == "__main__":
   args = sys.argv[1:]
-  if len(args) == 4 and args[2] == "--encoder":
-    run(Path(args[0]), args[1], Path(args[3]))
+  if len(args) in (4, 5) and args[2] == "--encoder" and args[4:] in ([], ["--bm25"]):
+    run(Path(args[0]), args[1], Path(args[3]), bm25=len(args) == 5)
   elif len(args) == 3 and args[2] == "--continue-bert":
     run(Path(args[0]), args[1], None)
   else:
