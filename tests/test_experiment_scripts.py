@@ -32,7 +32,7 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("records, worlds", [("quickstart_question_form_ict_warmup", 4),
                                              ("quickstart_alias", 4),
-                                             ("quickstart_finetune900/aliases", 3)])
+                                             ("quickstart_finetune900/aliases", 4)])
 def test_seed_table_prints_the_quickstart_rows_the_readme_quotes(records, worlds):
   folders = sorted(str(p) for p in (RECORDS / records).glob("seed_*"))
   out = _run("seed_table.py", *folders)
@@ -243,7 +243,7 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
-@pytest.mark.parametrize("world", [0, 1])
+@pytest.mark.parametrize("world", [0, 1, 2])
 def test_log_e83_encoder_table_is_the_records(world):
   """E83's rows (the encoders pre-trained on oracle, retrieved and random blocks) are what the
   committed records give, differences by the same paired statistic as `paired_recall.py`."""
