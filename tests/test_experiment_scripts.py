@@ -243,6 +243,22 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
+@pytest.mark.parametrize("folder", ["default", "aliases"])
+def test_readme_quotes_the_check_over_the_900_step_worlds(folder):
+  """The README's verdicts over the worlds at 900 fine-tuning steps are what `realm-bench check`
+  decides from the committed records (each claim's difference and 95% interval)."""
+  runs = RECORDS / "quickstart_finetune900" / folder
+  out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
+                        "--format", "json"], capture_output=True, text=True, cwd=ROOT, check=False)
+  claims = [v for v in json.loads(out.stdout)["verdicts"]
+            if v["kind"] == "claim" and v["verdict"] != "MISSING"]
+  assert len(claims) == 4, out.stdout
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  for v in claims:
+    quoted = f"{v['delta']:+.1f} [{v['ci_low']:+.1f}, {v['ci_high']:+.1f}]"
+    assert quoted in readme, (v["item"], v["verdict"], quoted)
+
+
 @pytest.mark.parametrize("world", [0, 1, 2])
 def test_log_e83_encoder_table_is_the_records(world):
   """E83's rows (the encoders pre-trained on oracle, retrieved and random blocks) are what the
