@@ -278,3 +278,27 @@ def test_log_e83_encoder_table_is_the_records(world):
       cells.append(f"{diff:+.1f} ± {se:.1f}")
     row = f"| {world} | {split} | " + " | ".join(cells) + " |"
     assert row in log, row
+
+
+E84_WORLDS = [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("world", E84_WORLDS)
+def test_log_e84_bm25_table_is_the_records(world):
+  """E84's rows (REALM's gap to the BM25 reader split into retriever and encoder) are what
+  `bm25_encoders.py` prints from the committed records; world 2's ICT row is E83's run."""
+  folders = [RECORDS / "quickstart_finetune900" / "e84_bm25" / f"default_world_{world}",
+             RECORDS / "quickstart_finetune900" / "e83_blocks" / f"default_world_{world}"]
+  out = _run("bm25_encoders.py", str(world), *(str(f) for f in folders[:1 + (world == 2)]))
+  assert out.returncode == 0, out.stderr
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  rows = [line for line in out.stdout.splitlines() if line.startswith(f"| {world} |")]
+  assert len(rows) == 2
+  for row in rows:
+    assert "    " + row in log, row
+
+
+def test_bm25_encoders_names_a_missing_record(tmp_path):
+  out = _run("bm25_encoders.py", "0", str(tmp_path))
+  assert out.returncode != 0
+  assert "retrieved_enc_eval_test" in out.stderr and str(tmp_path) in out.stderr
