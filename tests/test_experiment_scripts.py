@@ -280,23 +280,33 @@ def test_log_e83_encoder_table_is_the_records(world):
     assert row in log, row
 
 
-@pytest.mark.parametrize("world", [0, 1, 2, 3])
-def test_log_e84_bm25_table_is_the_records(world):
-  """E84's rows (REALM's gap to the BM25 reader split into retriever and encoder) are what
-  `bm25_encoders.py` prints from the committed records; world 2's ICT row is E83's run."""
-  folders = [RECORDS / "quickstart_finetune900" / "e84_bm25" / f"default_world_{world}"]
-  if world == 2:
-    folders.append(RECORDS / "quickstart_finetune900" / "e83_blocks" / "default_world_2")
-  out = _run("bm25_encoders.py", str(world), *map(str, folders))
+def test_log_and_readme_e84_bm25_table_is_the_records():
+  """E84's rows and its means over the worlds (REALM's gap to the BM25 reader split into
+  retriever and encoder) are what `bm25_encoders.py` prints from the committed records; world
+  2's ICT + REALM-encoder run is E83's. The README quotes the test split's intervals."""
+  e84, e83 = (RECORDS / "quickstart_finetune900" / d for d in ("e84_bm25", "e83_blocks"))
+  worlds = [f"{w}:{e84 / f'default_world_{w}'}" for w in (0, 1, 3)]
+  worlds.insert(2, f"2:{e84 / 'default_world_2'},{e83 / 'default_world_2'}")
+  out = _run("bm25_encoders.py", *worlds)
   assert out.returncode == 0, out.stderr
   log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
-  rows = [line for line in out.stdout.splitlines() if line.startswith(f"| {world} |")]
-  assert len(rows) == 2
-  for row in rows:
-    assert "    " + row in log, row
+  rows = [line for line in out.stdout.splitlines() if re.match(r"\| \d \| (test|dev) \|", line)]
+  means = [line for line in out.stdout.splitlines() if line.startswith(("test:", "dev:"))]
+  assert len(rows) == 8 and len(means) == 8, out.stdout
+  for line in rows + means:
+    assert line in log, line
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  for line in means[:2] + means[3:4]:   # BM25 − ICT, REALM encoder − BERT, retrieved − random
+    interval = re.search(r"\[\S+, \S+\]", line).group()
+    assert interval in readme, line
+
+
+def test_bm25_encoders_names_bad_arguments(tmp_path):
+  out = _run("bm25_encoders.py", str(tmp_path))
+  assert out.returncode != 0 and "WORLD:DIR" in out.stderr
 
 
 def test_bm25_encoders_names_a_missing_record(tmp_path):
-  out = _run("bm25_encoders.py", "0", str(tmp_path))
+  out = _run("bm25_encoders.py", f"0:{tmp_path}")
   assert out.returncode != 0
   assert "retrieved_enc_eval_test" in out.stderr and str(tmp_path) in out.stderr
