@@ -109,6 +109,13 @@ class WorldConfig:
       alias, not the one holding the asked fact; a retriever must learn the alias from the
       text. 0: no aliases, the world byte for byte as before the knob (aliases come from a
       stream of their own).
+    topic_fraction: fraction of major facts whose block-mates are minor facts of the same
+      topic (`world_text.TOPICS`: birth year with schooling, employer with bank), where the
+      entity has such facts, as an article's passages each keep to a topic. At 0 a block's
+      other facts are drawn at random, so nothing in a block but the fact's own sentence says
+      which fact it holds, and ICT, which removes that sentence from the block 90% of the time,
+      has no signal to tell an entity's blocks apart (results/EXPERIMENTS.md E86). 0: the world
+      byte for byte as before the knob.
   """
   seed: int = 0
   num_people: int = 500
@@ -133,6 +140,7 @@ class WorldConfig:
   last_birth_year: int = 1960
   accent_fraction: float = 0.02
   alias_fraction: float = 0.0
+  topic_fraction: float = 0.0
 
 
 # ----------------------------------------------------------------------------- relations
@@ -242,7 +250,7 @@ def _validate(config: WorldConfig) -> None:
   if config.last_birth_year <= config.first_birth_year:
     bad("last_birth_year", "must be after first_birth_year")
   for field in ("distractor_fraction", "dev_fraction", "test_fraction", "accent_fraction",
-                "alias_fraction", "question_corpus_overlap", "nq_fraction", "wq_fraction",
+                "alias_fraction", "topic_fraction", "question_corpus_overlap", "nq_fraction", "wq_fraction",
                 "trec_fraction"):
     value = getattr(config, field)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
@@ -256,9 +264,28 @@ def _validate(config: WorldConfig) -> None:
         "its own mayor and every organisation its own founder)")
 
 
+def _topical_companions(topic_rng: random.Random, config: WorldConfig,
+                        groups: list[list[Fact]], minor: list[Fact]) -> list[Fact]:
+  """Fills a share (`topic_fraction`) of the major facts' groups with minor facts of their
+  topic (`world_text.TOPICS`), where the entity has them; returns the minor facts left.
+  The draws come from a stream of their own, so at 0 the world is byte for byte as before."""
+  if not config.topic_fraction:
+    return minor
+  left = list(minor)
+  for group in groups:
+    if not group or topic_rng.random() >= config.topic_fraction:
+      continue
+    topic = text.TOPICS[group[0].relation]
+    for fact in [f for f in left if f.relation in topic][:config.facts_per_block - 1]:
+      group.append(fact)
+      left.remove(fact)
+  return left
+
+
 def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity],
                   facts_of: dict[str, list[Fact]], alias_rng: random.Random) -> list[dict]:
   """One major fact (or none) per block, the rest minor; sentences in random order."""
+  topic_rng = random.Random(f"{config.seed}/topic")
   blocks = []   # (entity, facts, body)
   for entity in entities:
     major = [f for f in facts_of[entity.name] if f.major]
@@ -267,6 +294,7 @@ def _build_blocks(rng: random.Random, config: WorldConfig, entities: list[Entity
     rng.shuffle(minor)
     count = (len(major) + len(minor)) // config.facts_per_block
     groups = [[f] for f in major] + [[] for _ in range(count - len(major))]
+    minor = _topical_companions(topic_rng, config, groups, minor)
     for fact in minor:   # whole blocks: minor_count tops the minor facts up
       next(g for g in groups if len(g) < config.facts_per_block).append(fact)
     # Like the passages of one encyclopaedia article: the lead passage names the subject in

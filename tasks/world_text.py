@@ -349,6 +349,26 @@ MINOR = {
                                 "The {o} prints notices of {s}.")),
 }
 
+# ----------------------------------------------------------------------------- topics
+
+# The minor relations that share a topic with each major relation, as an encyclopaedia
+# article's section groups a life's early years or a firm's founding: with
+# `WorldConfig.topic_fraction`, a major fact's block is filled from these when the entity has
+# them, so the rest of a block predicts which fact it holds, as ICT assumes of real passages.
+TOPICS = {
+    "birth_year": ("school", "language", "season"),
+    "birthplace": ("residence", "holidays", "neighbour"),
+    "occupation": ("mentor", "hobby", "instrument"),
+    "employer": ("bank", "friend", "sport"),
+    "region": ("river", "hills", "rail_link"),
+    "settled_year": ("landmark", "stone", "twin_town"),
+    "mayor": ("vicar", "market_day", "festival"),
+    "founder": ("chairman", "lawyer", "motto"),
+    "founding_year": ("logo", "mascot", "livery"),
+    "headquarters": ("factory", "market", "newspaper"),
+    "industry": ("product", "supplier", "client"),
+}
+
 # ----------------------------------------------------------------------------- aliases
 
 # How an entity's lead block states its alias ({s} the short name, {o} the alias). Every word

@@ -621,6 +621,7 @@ def test_shared_attribute_values(tiny):
     (dict(minor_facts_per_entity={"person": 2}), "minor_facts_per_entity"),
     (dict(question_corpus_overlap=1.5), "question_corpus_overlap"),
     (dict(alias_fraction=-0.1), "alias_fraction"),
+    (dict(topic_fraction=1.5), "topic_fraction"),
     (dict(minor_pretrain_sentences_per_fact=9), "minor_pretrain_sentences_per_fact"),
     (dict(pretrain_question_sentences_per_fact=3), "pretrain_question_sentences_per_fact"),
     (dict(pretrain_sentences_per_fact=1, pretrain_question_sentences_per_fact=2),
@@ -662,3 +663,61 @@ def test_cli_rejects_bad_bindings(tmp_path, capsys, binding):
   assert code == 2
   assert "error" in capsys.readouterr().err
   assert not (tmp_path / "w/manifest.json").exists()
+
+
+# ----------------------------------------------------------------------------- topical blocks
+
+@pytest.fixture(scope="module")
+def topical(tiny_config, tmp_path_factory) -> Path:
+  out = tmp_path_factory.mktemp("topical_world")
+  world.generate(out_dir=out, config=dataclasses.replace(tiny_config, topic_fraction=1.0))
+  return out
+
+
+def test_topics_name_real_relations_of_the_same_kind():
+  assert set(world_text.TOPICS) == set(world.RELATIONS)
+  for major, minors in world_text.TOPICS.items():
+    assert minors and all(world.MINOR_RELATIONS[m].subject_kind
+                          == world.RELATIONS[major].subject_kind for m in minors), major
+
+
+def test_topical_blocks_regroup_only_the_minor_facts(tiny, topical):
+  """Paired with the world without topics: the same facts, questions and splits, each major
+  fact in the block of the same id; only which minor facts share its block changes."""
+  assert facts_of(tiny) == facts_of(topical)
+  for benchmark in world.BENCHMARKS:
+    for split in world.SPLITS:
+      assert questions(tiny, benchmark, split) == questions(topical, benchmark, split)
+  assert [b["title"] for b in blocks_of(tiny)] == [b["title"] for b in blocks_of(topical)]
+  assert blocks_of(tiny) != blocks_of(topical)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_topic_fraction_fills_major_blocks_with_their_topic(tiny_config, tiny, topical,
+                                                            fraction):
+  out = topical if fraction else tiny
+  mates = collections.defaultdict(list)
+  for f in minor_facts_of(out):
+    mates[f["block_id"]].append(f["relation"])
+  owned = collections.defaultdict(set)
+  for f in minor_facts_of(out):
+    owned[f["subject"]].add(f["relation"])
+  topical_blocks = could = 0
+  for f in facts_of(out):
+    topic = set(world_text.TOPICS[f["relation"]])
+    could += bool(topic & owned[f["subject"]])
+    topical_blocks += bool(topic & set(mates[f["block_id"]]))
+  assert could > 0
+  if fraction:
+    assert topical_blocks == could   # every major fact whose entity has a topic mate gets one
+  else:
+    assert topical_blocks < 0.8 * could
+
+
+def test_topical_gin_file_sets_the_knob_on_the_default_world():
+  parse_gin(["world/topical.gin"])
+  try:
+    config = world.WorldConfig()
+  finally:
+    gin.clear_config()
+  assert config == dataclasses.replace(world.WorldConfig(), topic_fraction=1.0)
