@@ -1,12 +1,14 @@
 """ORQA's inverse cloze task: the retriever's warm start (ICT_BATCH)."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 
 import gin
 import numpy as np
 
+from realm_bench.errors import InputError
 from realm_bench.pipelines import base, batching, token_file
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -29,6 +31,14 @@ class IctPipeline(base.Pipeline):
   """
   corpus_task: str = "realm_bench.synthetic.corpus"
   remove_prob: float = 0.9
+  # Other blocks of each pseudo-query's own article (same title) put in its batch, so that the
+  # in-batch negatives include blocks about the same subject. 0: ORQA's batches, whose
+  # negatives are about other subjects almost always (at batch 64 over 894 titles a sibling is
+  # in the batch for ~0.5 of 64 queries), so matching the subject alone wins ICT, and nothing
+  # teaches the retriever which of a subject's blocks a query is about (EXPERIMENTS.md E86).
+  # Batches keep their size: batch_size / (1 + siblings_per_block) queries bring their
+  # siblings (blocks of other titles where an article has too few).
+  siblings_per_block: int = 0
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
     del warm_start_params
@@ -39,6 +49,15 @@ class IctPipeline(base.Pipeline):
     self.encode = model.vocabulary.encode
     self.usable = np.array([r for r, body in enumerate(self.corpus.bodies)
                             if len(_sentences(body)) >= 2], np.int64)
+    if not isinstance(self.siblings_per_block, int) or self.siblings_per_block < 0:
+      raise InputError(f"must be a non-negative integer, got {self.siblings_per_block!r}",
+                       field="IctPipeline.siblings_per_block")
+    self.siblings = {}
+    if self.siblings_per_block:
+      by_title = collections.defaultdict(list)
+      for r in self.usable:
+        by_title[self.corpus.titles[int(r)]].append(int(r))
+      self.siblings = {r: rows for rows in by_title.values() for r in rows}
 
   @property
   def task_name(self):
@@ -47,11 +66,38 @@ class IctPipeline(base.Pipeline):
   def stream(self, *, batch_size, seed):
     self.seed = seed
     self.num_examples = len(self.usable)
-    return base.example_stream(self.usable, batch_size=batch_size, seed=seed)
+    group = 1 + self.siblings_per_block
+    if batch_size % group:
+      raise InputError(f"batch_size {batch_size} is not a multiple of 1 + siblings_per_block "
+                       f"= {group}", field="IctPipeline.siblings_per_block")
+    if self.siblings_per_block and batch_size > len(self.usable):
+      raise InputError(f"batch_size {batch_size} is more than the {len(self.usable)} blocks "
+                       "a batch of distinct blocks can hold", field="IctPipeline.siblings_per_block")
+    self.batch_size = batch_size
+    return base.example_stream(self.usable, batch_size=batch_size // group, seed=seed)
+
+  def _with_siblings(self, rng, anchors) -> list[int]:
+    """The anchors, then up to `siblings_per_block` other blocks of each one's title, then
+    blocks of any title: `batch_size` distinct rows."""
+    rows = [int(r) for r in anchors]
+    taken = set(rows)
+    for r in anchors:
+      pool = [x for x in self.siblings[int(r)] if x not in taken]
+      for x in rng.permutation(pool)[:self.siblings_per_block].tolist():
+        rows.append(x)
+        taken.add(x)
+    while len(rows) < self.batch_size:
+      x = int(self.usable[rng.integers(len(self.usable))])
+      if x not in taken:
+        rows.append(x)
+        taken.add(x)
+    return rows
 
   def prepare(self, step, params, raw):
     del params
     rng = np.random.default_rng([self.seed, step, 7])
+    if self.siblings_per_block:
+      raw = self._with_siblings(np.random.default_rng([self.seed, step, 8]), raw)
     s = self.specials
     queries, docs = [], []
     for row in raw:
