@@ -57,6 +57,9 @@ class QuickstartConfig:
   # the runs from some BERT stages settle in a solution that does not find the questions'
   # subjects, at 0.3 they do not (results/EXPERIMENTS.md E66-E69).
   ict_warmup_fraction: float = 0.3
+  # Blocks of each ICT query's own article among its in-batch negatives
+  # (`ict.IctPipeline.siblings_per_block`); 0: ORQA's batches (results/EXPERIMENTS.md E86).
+  ict_siblings_per_block: int = 0
   # > 0: REALM pre-training in two phases (results/EXPERIMENTS.md E58), the retriever alone
   # first, under the BERT stage's reader held fixed (READER_LR_SCALE = 0) at its own rate,
   # then `pretrain_steps` of the paper's joint training from there. 0 (the default): the
@@ -258,7 +261,9 @@ def ict_stage(s: Stages, bert: Path, *, name: str = "ict", extra: Sequence[str] 
   return s.train(name, ["runs/ict.gin"], [
       f"BERT_RUN = '{bert}'", f"NUM_STEPS = {c.ict_steps}", f"BATCH_SIZE = {c.ict_batch}",
       f"LEARNING_RATE = {c.ict_lr}",
-      f"WARMUP_STEPS = {round(c.ict_steps * c.ict_warmup_fraction)}", *extra],
+      f"WARMUP_STEPS = {round(c.ict_steps * c.ict_warmup_fraction)}",
+      *([f"ict.IctPipeline.siblings_per_block = {c.ict_siblings_per_block}"]
+        if c.ict_siblings_per_block else []), *extra],
       kind="ict")
 
 

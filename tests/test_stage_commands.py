@@ -73,6 +73,10 @@ def test_ict_warms_up_over_its_configured_fraction_and_extra_bindings_come_last(
   assert "WARMUP_STEPS = 6" in bindings and bindings[-1] == "SEED = 3"
   stages_lib.bert_stage(s, name="bert_x", extra=["NEGATIVE_RATE = 0.5"])
   assert s.trained[0] == "bert_x" and s.trained[2][-1] == "NEGATIVE_RATE = 0.5"
+  assert not any("siblings_per_block" in b for b in bindings)   # ORQA's batches unless asked
+  s.config = stages_lib.QuickstartConfig(ict_siblings_per_block=7)
+  stages_lib.ict_stage(s, tmp_path / "bert")
+  assert "ict.IctPipeline.siblings_per_block = 7" in s.trained[2]
   s.config = stages_lib.QuickstartConfig(ict_warmup_fraction=1.5)
   with pytest.raises(InputError, match="QuickstartConfig.ict_warmup_fraction"):
     stages_lib.ict_stage(s, tmp_path / "bert")
