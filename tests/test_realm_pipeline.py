@@ -77,6 +77,21 @@ def test_resumed_pretraining_equals_an_uninterrupted_run(world, ict, realm):
   assert _metrics(world / "resumed") == _metrics(realm[0])
 
 
+def test_ict_with_sibling_negatives_trains_and_resumes_exactly(world):
+  """The knob binds through runs/ict.gin; its batches are a function of (seed, step) alone."""
+  def train(run, stop_at_step=None):
+    gin_utils.parse_gin(["runs/ict.gin", *OVERLAYS], _bindings(world, run, NUM_STEPS=4) + [
+        "ict.IctPipeline.siblings_per_block = 1"])
+    return gin.get_configurable(train_lib.train)(progress=False, log_every=1,
+                                                 stop_at_step=stop_at_step)
+  whole = train("ict_siblings")
+  assert "siblings_per_block = 1" in (world / "ict_siblings" / "config.gin").read_text()
+  train("ict_siblings_resumed", stop_at_step=2)
+  resumed = train("ict_siblings_resumed")
+  assert resumed.stats["resumed_from_step"] == 2 and whole.steps == 4
+  assert _metrics(world / "ict_siblings_resumed") == _metrics(world / "ict_siblings")
+
+
 def _tensorboard_tags(run_dir) -> dict[str, int]:
   """{tag: step} of a run's TensorBoard events."""
   from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
