@@ -32,7 +32,8 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("records, worlds", [("quickstart_question_form_ict_warmup", 4),
                                              ("quickstart_alias", 4),
-                                             ("quickstart_finetune900/aliases", 4)])
+                                             ("quickstart_finetune900/aliases", 4),
+                                             ("quickstart_finetune900/topical", 4)])
 def test_seed_table_prints_the_quickstart_rows_the_readme_quotes(records, worlds):
   folders = sorted(str(p) for p in (RECORDS / records).glob("seed_*"))
   out = _run("seed_table.py", *folders)
@@ -243,7 +244,7 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
-@pytest.mark.parametrize("folder", ["default", "aliases"])
+@pytest.mark.parametrize("folder", ["default", "aliases", "topical"])
 def test_readme_quotes_the_check_over_the_900_step_worlds(folder):
   """The README's verdicts over the worlds at 900 fine-tuning steps are what `realm-bench check`
   decides from the committed records (each claim's difference and 95% interval)."""
@@ -310,3 +311,30 @@ def test_bm25_encoders_names_a_missing_record(tmp_path):
   out = _run("bm25_encoders.py", f"0:{tmp_path}")
   assert out.returncode != 0
   assert "retrieved_enc_eval_test" in out.stderr and str(tmp_path) in out.stderr
+
+
+def test_paired_worlds_gives_the_means_the_log_and_readme_quote():
+  """E87's topical − default differences are what the script prints from the records."""
+  folders = [str(RECORDS / "quickstart_finetune900" / w) for w in ("topical", "default")]
+  out = _run("paired_worlds.py", *folders)
+  assert out.returncode == 0, out.stderr
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  lines = out.stdout.splitlines()
+  assert len(lines) == 5
+  for line in lines:
+    label = line.split(":")[0]
+    per_world = re.findall(r"seed_\d: (\S+) ±", line)
+    mean = re.search(r"mean (\S+ \[\S+, \S+\])", line).group(1)
+    assert f"{label}: mean {mean} (" in log, line
+    assert ", ".join(per_world) in log, line
+  for system, quote in (("realm EM", "REALM gains {} EM"), ("orqa EM", "ORQA {},"),
+                        ("bm25_reader EM", "the BM25 reader {}:")):
+    line = next(x for x in lines if x.startswith(system))
+    assert quote.format(re.search(r"mean (\S+ \[\S+, \S+\])", line).group(1)) in readme
+
+
+def test_paired_worlds_names_a_folder_without_seeds(tmp_path):
+  out = _run("paired_worlds.py", str(tmp_path), str(RECORDS / "quickstart_finetune900" / "default"))
+  assert out.returncode != 0 and "no seed_N folder in both" in out.stderr
+  assert "Traceback" not in out.stderr
