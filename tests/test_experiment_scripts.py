@@ -338,3 +338,29 @@ def test_paired_worlds_names_a_folder_without_seeds(tmp_path):
   out = _run("paired_worlds.py", str(tmp_path), str(RECORDS / "quickstart_finetune900" / "default"))
   assert out.returncode != 0 and "no seed_N folder in both" in out.stderr
   assert "Traceback" not in out.stderr
+
+
+def test_paired_runs_gives_e88s_staleness_table():
+  folders = RECORDS / "quickstart_finetune900"
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  e88 = log[log.index("\nE88 "):]
+  for a, b, column in (("realm_recall_dev", "realm_stale30x_recall_dev", 4),
+                       ("realm_stale30x_recall_dev", "ict_recall_dev", 5)):
+    worlds = []
+    for w in range(4):
+      pair = (folders / "topical" / f"seed_{w}", folders / "e86_ict" / f"topical_world_{w}")
+      worlds.append(",".join(str(p) for p in (pair if a == "realm_recall_dev" else pair[::-1])))
+    out = _run("paired_runs.py", a, b, *worlds)
+    assert out.returncode == 0, out.stderr
+    *rows, mean = out.stdout.splitlines()
+    for w, row in enumerate(rows):
+      cells = next(line for line in e88.splitlines() if line.startswith(f"    | {w} |"))
+      assert cells.split("|")[1 + column].strip() == row.rsplit(" ", 3)[-3] + " ± " + \
+          row.rsplit(" ", 1)[-1], (row, cells)
+    if column == 4:
+      assert f"Fresh − stale: {mean.split(' (')[0]} over the four worlds" in " ".join(e88.split())
+
+
+def test_paired_runs_names_a_missing_record(tmp_path):
+  out = _run("paired_runs.py", "realm_recall_dev", "nope", str(tmp_path))
+  assert out.returncode != 0 and "no such record" in out.stderr and "Traceback" not in out.stderr
