@@ -114,7 +114,7 @@ class WorldConfig:
       entity has such facts, as an article's passages each keep to a topic. At 0 a block's
       other facts are drawn at random, so nothing in a block but the fact's own sentence says
       which fact it holds, and ICT, which removes that sentence from the block 90% of the time,
-      has no signal to tell an entity's blocks apart (results/EXPERIMENTS.md E86). 0: the world
+      has little signal to tell an entity's blocks apart (results/EXPERIMENTS.md E86). 0: the world
       byte for byte as before the knob.
   """
   seed: int = 0
@@ -250,8 +250,8 @@ def _validate(config: WorldConfig) -> None:
   if config.last_birth_year <= config.first_birth_year:
     bad("last_birth_year", "must be after first_birth_year")
   for field in ("distractor_fraction", "dev_fraction", "test_fraction", "accent_fraction",
-                "alias_fraction", "topic_fraction", "question_corpus_overlap", "nq_fraction", "wq_fraction",
-                "trec_fraction"):
+                "alias_fraction", "topic_fraction", "question_corpus_overlap", "nq_fraction",
+                "wq_fraction", "trec_fraction"):
     value = getattr(config, field)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
       bad(field, f"must be a number in [0, 1], got {value!r}")

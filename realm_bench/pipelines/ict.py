@@ -33,9 +33,10 @@ class IctPipeline(base.Pipeline):
   remove_prob: float = 0.9
   # Other blocks of each pseudo-query's own article (same title) put in its batch, so that the
   # in-batch negatives include blocks about the same subject. 0: ORQA's batches, whose
-  # negatives are about other subjects almost always (at batch 64 over 894 titles a sibling is
-  # in the batch for ~0.5 of 64 queries), so matching the subject alone wins ICT, and nothing
-  # teaches the retriever which of a subject's blocks a query is about (EXPERIMENTS.md E86).
+  # negatives are about other subjects almost always (at batch 64 over the default world's 894
+  # titles about 4 of 64 queries have a sibling in their batch), so matching the subject wins
+  # ICT, and little teaches the retriever which of a subject's blocks a query is about
+  # (EXPERIMENTS.md E86).
   # Batches keep their size: batch_size / (1 + siblings_per_block) queries bring their
   # siblings (blocks of other titles where an article has too few).
   siblings_per_block: int = 0
@@ -72,7 +73,8 @@ class IctPipeline(base.Pipeline):
                        f"= {group}", field="IctPipeline.siblings_per_block")
     if self.siblings_per_block and batch_size > len(self.usable):
       raise InputError(f"batch_size {batch_size} is more than the {len(self.usable)} blocks "
-                       "a batch of distinct blocks can hold", field="IctPipeline.siblings_per_block")
+                       "a batch of distinct blocks can hold",
+                       field="IctPipeline.siblings_per_block")
     self.batch_size = batch_size
     return base.example_stream(self.usable, batch_size=batch_size // group, seed=seed)
 
