@@ -364,3 +364,21 @@ def test_paired_runs_gives_e88s_staleness_table():
 def test_paired_runs_names_a_missing_record(tmp_path):
   out = _run("paired_runs.py", "realm_recall_dev", "nope", str(tmp_path))
   assert out.returncode != 0 and "no such record" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_paired_runs_gives_e89s_encoder_table():
+  folders = RECORDS / "quickstart_finetune900"
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  e89 = log[log.index("\nE89 "):].split("\n\n")[1]
+  for w in (0, 1):
+    controls = folders / "e86_ict" / f"topical_world_{w}"
+    for split in ("test", "dev"):
+      row = next(line for line in e89.splitlines() if line.startswith(f"    | {w} | {split} |"))
+      cells = [c.strip() for c in row.split("|")[1:-1]]
+      for a, b, where, cell in (
+          (f"retrieved_enc_eval_{split}", f"random_enc_eval_{split}", str(controls), 6),
+          (f"realm_eval_{split}", f"retrieved_enc_eval_{split}",
+           f"{folders / 'topical' / f'seed_{w}'},{controls}", 7)):
+        out = _run("paired_runs.py", a, b, where)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[0].endswith(f" {cells[cell]}"), (out.stdout, row)
