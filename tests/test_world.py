@@ -519,13 +519,15 @@ def test_alias_fraction_sets_the_share_of_questions_asked_by_alias(tiny_config, 
                for sp in s["spans"]), s
 
 
-def test_aliases_gin_file_sets_the_knob_on_the_default_world():
-  parse_gin(["world/aliases.gin"])
+@pytest.mark.parametrize("gin_file, knob", [("world/aliases.gin", dict(alias_fraction=0.5)),
+                                            ("world/topical.gin", dict(topic_fraction=1.0))])
+def test_world_gin_files_set_their_knob_on_the_default_world(gin_file, knob):
+  parse_gin([gin_file])
   try:
     config = world.WorldConfig()
   finally:
     gin.clear_config()
-  assert config == dataclasses.replace(world.WorldConfig(), alias_fraction=0.5)
+  assert config == dataclasses.replace(world.WorldConfig(), **knob)
 
 
 def test_declarative_gin_file_unsets_the_knob():
@@ -712,12 +714,3 @@ def test_topic_fraction_fills_major_blocks_with_their_topic(tiny_config, tiny, t
     assert topical_blocks == could   # every major fact whose entity has a topic mate gets one
   else:
     assert topical_blocks < 0.8 * could
-
-
-def test_topical_gin_file_sets_the_knob_on_the_default_world():
-  parse_gin(["world/topical.gin"])
-  try:
-    config = world.WorldConfig()
-  finally:
-    gin.clear_config()
-  assert config == dataclasses.replace(world.WorldConfig(), topic_fraction=1.0)
