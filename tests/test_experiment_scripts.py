@@ -313,31 +313,24 @@ def test_bm25_encoders_names_a_missing_record(tmp_path):
   assert "retrieved_enc_eval_test" in out.stderr and str(tmp_path) in out.stderr
 
 
-def test_paired_worlds_gives_the_means_the_log_and_readme_quote():
+def test_paired_runs_gives_e87s_topical_minus_default_means():
   """E87's topical − default differences are what the script prints from the records."""
-  folders = [str(RECORDS / "quickstart_finetune900" / w) for w in ("topical", "default")]
-  out = _run("paired_worlds.py", *folders)
-  assert out.returncode == 0, out.stderr
+  folders = RECORDS / "quickstart_finetune900"
+  pairs = [f"{folders / 'topical' / f'seed_{w}'},{folders / 'default' / f'seed_{w}'}"
+           for w in range(4)]
   log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
   readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-  lines = out.stdout.splitlines()
-  assert len(lines) == 5
-  for line in lines:
-    label = line.split(":")[0]
-    per_world = re.findall(r"seed_\d: (\S+) ±", line)
-    mean = re.search(r"mean (\S+ \[\S+, \S+\])", line).group(1)
-    assert f"{label}: mean {mean} (" in log, line
-    assert ", ".join(per_world) in log, line
-  for system, quote in (("realm EM", "REALM gains {} EM"), ("orqa EM", "ORQA {},"),
-                        ("bm25_reader EM", "the BM25 reader {}:")):
-    line = next(x for x in lines if x.startswith(system))
-    assert quote.format(re.search(r"mean (\S+ \[\S+, \S+\])", line).group(1)) in readme
-
-
-def test_paired_worlds_names_a_folder_without_seeds(tmp_path):
-  out = _run("paired_worlds.py", str(tmp_path), str(RECORDS / "quickstart_finetune900" / "default"))
-  assert out.returncode != 0 and "no seed_N folder in both" in out.stderr
-  assert "Traceback" not in out.stderr
+  means = {}
+  for name in ("bm25_reader_eval_test", "orqa_eval_test", "realm_eval_test", "ict_recall_dev",
+               "realm_recall_dev"):
+    out = _run("paired_runs.py", name, name, *pairs)
+    assert out.returncode == 0, out.stderr
+    *rows, mean = out.stdout.splitlines()
+    means[name] = mean.split(" (")[0].removeprefix("mean ")
+    per_world = ", ".join(row.rsplit(" ", 3)[-3] for row in rows)
+    assert f"{name}: mean {means[name]} (" in log and per_world in log, (name, out.stdout)
+  assert (f"REALM gains {means['realm_eval_test']} EM and ORQA {means['orqa_eval_test']}, the "
+          f"BM25 reader {means['bm25_reader_eval_test']}:") in readme
 
 
 def test_paired_runs_gives_e88s_staleness_table():
