@@ -14,11 +14,13 @@ def pipeline(siblings_per_block: int, titles: list[str]) -> ict.IctPipeline:
   """The pipeline's batch logic over rows 0..n-1 with these titles, without a corpus."""
   p = ict.IctPipeline(siblings_per_block=siblings_per_block)
   p.usable = np.arange(len(titles), dtype=np.int64)
-  groups = {}
-  for r, t in enumerate(titles):
-    groups.setdefault(t, []).append(r)
-  p.siblings = {r: rows for rows in groups.values() for r in rows}
+  p.siblings = ict.articles(p.usable, titles)
   return p
+
+
+def test_articles_group_rows_by_title():
+  assert ict.articles(np.array([0, 2, 3]), ["a", "b", "a", "b"]) == {0: [0, 2], 2: [0, 2],
+                                                                     3: [3]}
 
 
 def test_stream_draws_one_query_per_group_and_batches_keep_their_size():

@@ -18,6 +18,14 @@ def _sentences(body: str) -> list[str]:
   return [s for s in _SENTENCE_END.split(body.strip()) if s]
 
 
+def articles(rows, titles) -> dict[int, list[int]]:
+  """Each row -> the rows of its article (same title), itself included."""
+  by_title = collections.defaultdict(list)
+  for r in rows:
+    by_title[titles[int(r)]].append(int(r))
+  return {r: same for same in by_title.values() for r in same}
+
+
 @gin.configurable
 @dataclasses.dataclass
 class IctPipeline(base.Pipeline):
@@ -53,12 +61,8 @@ class IctPipeline(base.Pipeline):
     if not isinstance(self.siblings_per_block, int) or self.siblings_per_block < 0:
       raise InputError(f"must be a non-negative integer, got {self.siblings_per_block!r}",
                        field="IctPipeline.siblings_per_block")
-    self.siblings = {}
-    if self.siblings_per_block:
-      by_title = collections.defaultdict(list)
-      for r in self.usable:
-        by_title[self.corpus.titles[int(r)]].append(int(r))
-      self.siblings = {r: rows for rows in by_title.values() for r in rows}
+    self.siblings = (articles(self.usable, self.corpus.titles) if self.siblings_per_block
+                     else {})
 
   @property
   def task_name(self):
