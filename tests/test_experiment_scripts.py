@@ -375,3 +375,22 @@ def test_paired_runs_gives_e89s_encoder_table():
         out = _run("paired_runs.py", a, b, where)
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines()[0].endswith(f" {cells[cell]}"), (out.stdout, row)
+
+
+@pytest.mark.parametrize("world", ["topical", "default"])
+def test_finetuned_recall_prints_e90s_tables(world):
+  folders = sorted(str(p) for p in (RECORDS / "quickstart_finetune900" / world).glob("seed_*"))
+  out = _run("finetuned_recall.py", *folders)
+  assert out.returncode == 0, out.stderr
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  e90 = log[log.index("\nE90 "):log.index("\n## What it says")]
+  rows = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+  assert len(rows) == 1 + len(folders) + 1   # the header, the worlds, the mean
+  for row in rows:
+    assert f"    {row}\n" in e90, row
+
+
+def test_finetuned_recall_names_a_folder_without_the_records(tmp_path):
+  out = _run("finetuned_recall.py", str(tmp_path))
+  assert out.returncode != 0 and "no evaluate record" in out.stderr
+  assert "Traceback" not in out.stderr
