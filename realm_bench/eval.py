@@ -25,7 +25,7 @@ from realm_bench.pipelines.open_qa import OpenQAPipeline
 from realm_bench.reporting.records import (RECORD_NAME, SCALES, RunRecord, git_commit,
                                            hardware_info, read_record, write_record)
 from realm_bench.retrieval.embed import Towers, build_index
-from realm_bench.retrieval.index import ExactIndex
+from realm_bench.retrieval.index import ExactIndex, check_corpus, load_index
 from realm_bench.tasks import metrics as qa_metrics
 from realm_bench.tasks.data import SPLIT_FILES, SequenceLengths
 from realm_bench.tasks.open_qa import answers_are_regex
@@ -153,10 +153,15 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
                        scale: str = "synthetic", k: int = 5, matcher: str | None = None,
                        retriever: str = "dense", cells: Sequence[dict] = (),
                        params: dict | None = None) -> dict:
-  """Zero-shot Recall@k: embed the corpus with the run's document tower, search with its
-  query tower (or, `retriever` "bm25", search with BM25 and no checkpoint), count questions
-  whose answer occurs in a top-k block. The matcher follows from the task (`recall_matcher`);
-  the record names it."""
+  """Recall@k: embed the corpus with the run's document tower, search with its query tower
+  (or, `retriever` "bm25", search with BM25 and no checkpoint), count questions whose answer
+  occurs in a top-k block. The matcher follows from the task (`recall_matcher`); the record
+  names it.
+
+  Of a fine-tuning run (one with a frozen index) the query tower searches that index: the
+  document tower is not trained in fine-tuning, the index is what the reader's blocks come
+  from. The evaluation's `finetuned_recall@k` counts the same blocks; this record adds what
+  paired comparisons and diagnoses need, the per-question outcomes and the retrieved ids."""
   validate.text("evaluate_retrieval", "retriever", retriever, choices=("dense", "bm25"))
   _check_common("evaluate_retrieval", run_dir=run_dir,
                 checkpoint_from=checkpoint_from if retriever == "dense" else "unused",
@@ -179,10 +184,16 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
     params_tree = {"retriever": checkpoints.load_params(
         Path(checkpoint_from) / "checkpoints")["retriever"]}
     towers = Towers(model)
-    index = build_index(
-        embed_fn=lambda ids: towers.embed_doc_batch(params_tree, ids), index_factory=ExactIndex,
-        manifest={"embedder_step": "checkpoint", "checkpoint_from": str(checkpoint_from)},
-        doc_inputs=corpus.doc_inputs, ids=corpus.ids)
+    frozen = Path(checkpoint_from) / "index" / "frozen"
+    if (frozen / "manifest.json").exists():
+      index = load_index(frozen)
+      check_corpus(index, corpus.ids, path=frozen, corpus=corpus_task, dim=model.proj_dim)
+    else:
+      index = build_index(
+          embed_fn=lambda ids: towers.embed_doc_batch(params_tree, ids),
+          index_factory=ExactIndex,
+          manifest={"embedder_step": "checkpoint", "checkpoint_from": str(checkpoint_from)},
+          doc_inputs=corpus.doc_inputs, ids=corpus.ids)
     query_ids = batching.pad_rows([e["inputs"] for e in examples], sequence_lengths.query)
     _, retrieved = index.search(towers.embed_queries(params_tree, query_ids), k)
   else:

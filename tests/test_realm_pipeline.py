@@ -100,9 +100,14 @@ def _tensorboard_tags(run_dir) -> dict[str, int]:
   return {tag: events.Tensors(tag)[-1].step for tag in events.Tags()["tensors"]}
 
 
-def test_finetune_evaluate_infer_and_score(world, ict, capsys):
+@pytest.fixture(scope="module")
+def finetuned(world, ict):
   _train(world, "runs/finetune.gin", "ft", NUM_STEPS=3, WARM_START=str(ict), BERT_RUN=None,
          extra_files=["experiments/orqa.gin"])
+  return world / "ft"
+
+
+def test_finetune_evaluate_infer_and_score(world, finetuned, capsys):
   assert (world / "ft" / "index" / "frozen" / "manifest.json").exists()
   gin_utils.parse_gin(["runs/evaluate.gin", *OVERLAYS], _bindings(
       world, "eval", CHECKPOINT_FROM=str(world / "ft"), EXPERIMENT="realm", DATASET="nq"))
@@ -129,6 +134,26 @@ def test_finetune_evaluate_infer_and_score(world, ict, capsys):
   summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
   assert summary["exact_match"] == pytest.approx(metrics["exact_match"])
   assert summary["missing_predictions"] == 0
+
+
+def test_recall_of_a_finetuned_run_counts_the_blocks_its_reader_reads(world, finetuned):
+  """Its query tower searches the frozen index (not a corpus embedded with the document tower
+  fine-tuning did not train), and finds what the evaluation's reader read."""
+  gin_utils.parse_gin(["runs/evaluate.gin", *OVERLAYS], _bindings(
+      world, "ft_eval_dev", CHECKPOINT_FROM=str(finetuned), EXPERIMENT="orqa", DATASET="nq",
+      SPLIT="validation"))
+  gin.get_configurable(eval_lib.evaluate)()
+  evaluated = read_record(world / "ft_eval_dev" / "record.json")
+  (k,) = [int(key.split("@")[1]) for key in evaluated.stats if key.startswith("finetuned_recall@")]
+  gin_utils.parse_gin(["runs/evaluate_retrieval.gin", *OVERLAYS], _bindings(
+      world, "ft_recall", CHECKPOINT_FROM=str(finetuned), EXPERIMENT="orqa", DATASET="nq",
+      RECALL_K=k))
+  metrics = gin.get_configurable(eval_lib.evaluate_retrieval)()
+  record = read_record(world / "ft_recall" / "record.json")
+  assert record.kind == "recall" and record.lineage == "ft"
+  assert record.index_manifests[0]["embedder_step"] == "warm_start"
+  assert metrics[f"recall@{k}"] == pytest.approx(evaluated.stats[f"finetuned_recall@{k}"])
+  assert len(record.outcomes) == evaluated.num_examples
 
 
 def test_tables_join_the_refresh_interval_and_staleness_of_the_lineage(world, realm):
