@@ -1,13 +1,17 @@
 """A REALM pre-training variant from a quickstart's BERT and ICT runs, and its recall.
 
-  python results/experiments/realm_variant.py OUT NAME [--oracle | --random] [gin bindings...]
+  python results/experiments/realm_variant.py OUT NAME [--oracle | --random] [--finetune]
+      [gin bindings...]
 
 `--oracle` makes the source block candidate 1 of every sentence (the reader test of the log:
 does the knowledge-augmented encoder learn to read a block that holds the answer?).
 `--random` gives every sentence uniformly random blocks in place of the retrieved ones (seeded
 by the step): the control for what an encoder gains from REALM's pre-training text and
 masking alone, without retrieval.
-Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev.
+`--finetune` then fine-tunes and evaluates it as the quickstart's REALM row (the bindings hold
+for pre-training only): what a variant's retriever and encoder give in exact match.
+Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev (with `--finetune`, also NAME_finetune,
+NAME_eval_test, NAME_eval_dev). A finished stage is not run again.
 """
 import sys
 from pathlib import Path
@@ -35,9 +39,10 @@ def random_prepare(self, step, params, raw):
   return self._batch(raw, ids[rng.integers(0, len(ids), (len(raw), self.num_candidates - 1))])
 
 
-def run(out: Path, name: str, bindings: list[str]) -> None:
+def run(out: Path, name: str, bindings: list[str], finetune: bool = False) -> None:
   """REALM pre-training NAME from OUT's BERT and ICT runs with the quickstart's settings plus
-  `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev)."""
+  `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev) and, with `finetune`, the
+  REALM row's fine-tuning and evaluations from it."""
   config = stages_lib.QuickstartConfig()
   stages = stages_lib.Stages(out, config)
   runs = out / "runs"
@@ -45,6 +50,12 @@ def run(out: Path, name: str, bindings: list[str]) -> None:
                          stages_lib.pretrain_bindings(config, runs / "ict", runs / "bert")
                          + bindings)
   stages.recall(name + "_recall_dev", "realm", run_dir)
+  if finetune:
+    tuned = stages.train(f"{name}_finetune", ["runs/finetune.gin"],
+                         stages_lib.finetune_bindings(config, run_dir, runs / "bert"),
+                         kind="finetune")
+    for split, short in (("test", "test"), ("validation", "dev")):
+      stages.evaluate(f"{name}_eval_{short}", "realm", tuned, split)
 
 
 if __name__ == "__main__":
@@ -55,5 +66,8 @@ if __name__ == "__main__":
   elif "--random" in args:
     args.remove("--random")
     realm.RealmPipeline.prepare = random_prepare
+  tune = "--finetune" in args
+  if tune:
+    args.remove("--finetune")
   sys.argv = sys.argv[:1]
-  run(Path(args[0]), args[1], args[2:])
+  run(Path(args[0]), args[1], args[2:], finetune=tune)
