@@ -394,3 +394,31 @@ def test_finetuned_recall_names_a_folder_without_the_records(tmp_path):
   out = _run("finetuned_recall.py", str(tmp_path))
   assert out.returncode != 0 and "no evaluate record" in out.stderr
   assert "Traceback" not in out.stderr
+
+
+def test_paired_runs_and_source_retrieved_give_e91s_staleness_table():
+  e91_dir = RECORDS / "quickstart_finetune900" / "e91_staleness"
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  e91 = log[log.index("\nE91 "):log.index("\nE92 ")]
+  worlds = [str(e91_dir / f"topical_world_{w}") for w in range(4)]
+  for a, b, column in (("r10_recall_dev", "r10_stale30x_recall_dev", 5),
+                       ("r10_eval_test", "r10_stale30x_eval_test", 9)):
+    out = _run("paired_runs.py", a, b, *worlds)
+    assert out.returncode == 0, out.stderr
+    *rows, mean = out.stdout.splitlines()
+    for w, row in enumerate(rows):
+      cells = next(line for line in e91.splitlines() if line.startswith(f"    | {w} |"))
+      assert cells.split("|")[1 + column].strip() == row.split(" − ")[1].split(" ", 1)[1], row
+    if column == 5:
+      assert mean.split(" (")[0].replace("mean ", "") in " ".join(e91.split())
+  out = _run("source_retrieved.py", *[f"{w}/logs/{n}" for w in worlds
+                                      for n in ("r10_stale30x", "r10")])
+  assert out.returncode == 0, out.stderr
+  last = [line.rsplit(" ", 1)[-1] for line in out.stdout.splitlines()]
+  assert f"{' / '.join(last[0::2])} against the fresh run's {' / '.join(last[1::2])}" in \
+      " ".join(e91.split())
+
+
+def test_source_retrieved_names_a_missing_log(tmp_path):
+  out = _run("source_retrieved.py", str(tmp_path))
+  assert out.returncode != 0 and "no such file" in out.stderr and "Traceback" not in out.stderr
