@@ -28,7 +28,7 @@ from realm_bench.retrieval.embed import Towers, build_index
 from realm_bench.retrieval.index import ExactIndex, check_corpus, load_index
 from realm_bench.tasks import metrics as qa_metrics
 from realm_bench.tasks.data import SPLIT_FILES, SequenceLengths
-from realm_bench.tasks.open_qa import answers_are_regex
+from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 
 
 def _now() -> str:
@@ -128,6 +128,21 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   return metrics
 
 
+def _check_has_dense_retriever(run: Path) -> None:
+  """A fine-tuning run with no frozen index (the BM25 reader, closed-book) holds a retriever
+  nothing trained: its recall would be a number about nothing."""
+  if (run / "index" / "frozen" / "manifest.json").exists() or not (run / RECORD_NAME).exists():
+    return
+  task = read_record(run / RECORD_NAME).task
+  try:
+    spec_of(task)
+  except InputError:
+    return    # an ICT or pre-training run: its towers are the retriever
+  raise InputError(f"a fine-tuning run of {task!r} without a dense index (the BM25 reader or "
+                   "closed-book): it has no trained retriever; for BM25's blocks set "
+                   "RETRIEVER = 'bm25'", path=run, field="checkpoint_from")
+
+
 def recall_matcher(qa_task: str, matcher: str | None) -> str:
   """The Recall@k matcher: from the task when not given (regex search where its answers are
   patterns, CuratedTREC; ORQA's raw string match otherwise). One that cannot fit the answers
@@ -180,6 +195,7 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
     index = Bm25Retriever(zip(corpus.ids.tolist(), corpus.titles, corpus.bodies))
     _, retrieved = index.search([qa_metrics.to_text(e["question"]) for e in examples], k)
   elif retriever == "dense":
+    _check_has_dense_retriever(Path(checkpoint_from))
     # Only the retriever is needed, whatever model the run trained.
     params_tree = {"retriever": checkpoints.load_params(
         Path(checkpoint_from) / "checkpoints")["retriever"]}

@@ -15,6 +15,7 @@ import pytest
 from realm_bench import cli, gin_utils
 from realm_bench import eval as eval_lib
 from realm_bench import train as train_lib
+from realm_bench.errors import InputError
 from realm_bench.reporting.records import read_record
 
 OVERLAYS = ["sizes/tiny.gin", "testing/tiny.gin"]
@@ -154,6 +155,18 @@ def test_recall_of_a_finetuned_run_counts_the_blocks_its_reader_reads(world, fin
   assert record.index_manifests[0]["embedder_step"] == "warm_start"
   assert metrics[f"recall@{k}"] == pytest.approx(evaluated.stats[f"finetuned_recall@{k}"])
   assert len(record.outcomes) == evaluated.num_examples
+
+
+def test_recall_refuses_a_finetuned_run_without_a_dense_retriever(world):
+  _train(world, "runs/finetune.gin", "ft_bm25", NUM_STEPS=1, WARM_START=None, BERT_RUN=None,
+         extra_files=["experiments/bm25_reader.gin"])
+  gin_utils.parse_gin(["runs/evaluate_retrieval.gin", *OVERLAYS], _bindings(
+      world, "ft_bm25_recall", CHECKPOINT_FROM=str(world / "ft_bm25"), EXPERIMENT="bm25_reader",
+      DATASET="nq"))
+  with pytest.raises(InputError, match="no trained retriever") as e:
+    gin.get_configurable(eval_lib.evaluate_retrieval)()
+  assert e.value.field == "checkpoint_from"
+  assert not (world / "ft_bm25_recall" / "record.json").exists()
 
 
 def test_tables_join_the_refresh_interval_and_staleness_of_the_lineage(world, realm):
