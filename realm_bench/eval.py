@@ -128,10 +128,10 @@ def evaluate(*, model, pipeline: base.Pipeline, checkpoint_from: str, run_dir: s
   return metrics
 
 
-def _check_has_dense_retriever(run: Path) -> None:
+def _refuse_a_finetuning_run(run: Path) -> None:
   """A fine-tuning run with no frozen index (the BM25 reader, closed-book) holds a retriever
   nothing trained: its recall would be a number about nothing."""
-  if (run / "index" / "frozen" / "manifest.json").exists() or not (run / RECORD_NAME).exists():
+  if not (run / RECORD_NAME).exists():
     return
   task = read_record(run / RECORD_NAME).task
   try:
@@ -195,13 +195,15 @@ def evaluate_retrieval(*, model, checkpoint_from: str | None, run_dir: str,
     index = Bm25Retriever(zip(corpus.ids.tolist(), corpus.titles, corpus.bodies))
     _, retrieved = index.search([qa_metrics.to_text(e["question"]) for e in examples], k)
   elif retriever == "dense":
-    _check_has_dense_retriever(Path(checkpoint_from))
+    frozen = Path(checkpoint_from) / "index" / "frozen"
+    fine_tuned = (frozen / "manifest.json").exists()
+    if not fine_tuned:
+      _refuse_a_finetuning_run(Path(checkpoint_from))
     # Only the retriever is needed, whatever model the run trained.
     params_tree = {"retriever": checkpoints.load_params(
         Path(checkpoint_from) / "checkpoints")["retriever"]}
     towers = Towers(model)
-    frozen = Path(checkpoint_from) / "index" / "frozen"
-    if (frozen / "manifest.json").exists():
+    if fine_tuned:
       index = load_index(frozen)
       check_corpus(index, corpus.ids, path=frozen, corpus=corpus_task, dim=model.proj_dim)
     else:

@@ -422,3 +422,29 @@ def test_paired_runs_and_source_retrieved_give_e91s_staleness_table():
 def test_source_retrieved_names_a_missing_log(tmp_path):
   out = _run("source_retrieved.py", str(tmp_path))
   assert out.returncode != 0 and "no such file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_realm_variant_finetune_tunes_the_variant_as_the_realm_row(monkeypatch, tmp_path):
+  from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
+  variant = _load("realm_variant")
+  runs = tmp_path / "runs"
+  trained, evaluated = [], []
+  monkeypatch.setattr(stages_lib.Stages, "train",
+                      lambda self, name, gin_files, bindings, kind=None: trained.append(
+                          (name, gin_files, bindings)) or runs / name)
+  monkeypatch.setattr(stages_lib.Stages, "recall", lambda self, *args: None)
+  monkeypatch.setattr(stages_lib.Stages, "evaluate",
+                      lambda self, name, experiment, tuned, split: evaluated.append(
+                          (name, experiment, tuned, split)))
+  variant.run(tmp_path, "r10", ["RETRIEVER_LR_SCALE = 1.0"], finetune=True)
+  (pre, _, pre_bindings), (tuned, gin_files, bindings) = trained
+  assert pre == "r10" and "RETRIEVER_LR_SCALE = 1.0" in pre_bindings
+  assert tuned == "r10_finetune" and gin_files == ["runs/finetune.gin"]
+  # The variant's bindings are its pre-training's; it is fine-tuned as the quickstart's REALM.
+  assert bindings == stages_lib.finetune_bindings(stages_lib.QuickstartConfig(), runs / "r10",
+                                                  runs / "bert")
+  assert evaluated == [("r10_eval_test", "realm", runs / "r10_finetune", "test"),
+                       ("r10_eval_dev", "realm", runs / "r10_finetune", "validation")]
+  trained.clear()
+  variant.run(tmp_path, "r10", [])
+  assert [t[0] for t in trained] == ["r10"]

@@ -1,6 +1,8 @@
 """The retrievers before and after fine-tuning, one row per world, from quickstart records.
 
-  python results/experiments/finetuned_recall.py results/records/quickstart_finetune900/topical/seed_0 [...]
+  python results/experiments/finetuned_recall.py DIR/seed_0 [DIR/seed_1 ...]
+
+(DIR: e.g. results/records/quickstart_finetune900/topical.)
 
 Zero-shot R@5 is the recall stage's (ICT's and REALM's pre-trained retrievers); fine-tuned R@5
 is the evaluation's `finetuned_recall@5`: the blocks the reader reads, found by the fine-tuned
@@ -17,7 +19,8 @@ COLUMNS = ("ICT R@5", "REALM R@5", "ORQA fine-tuned R@5", "REALM fine-tuned R@5"
            "ORQA EM", "REALM EM", "ORQA fine-tuned − ICT", "REALM fine-tuned − ORQA fine-tuned")
 
 
-def row(folder: str) -> list[float]:
+def row(folder: str) -> tuple[list[float], int]:
+  """The columns' values, and the dev split's size."""
   recs = summary.evaluation_records(folder)
 
   def get(experiment, kind):
@@ -31,7 +34,7 @@ def row(folder: str) -> list[float]:
            orqa.stats["finetuned_recall@5"], realm.stats["finetuned_recall@5"],
            get("bm25", "recall").metrics["recall@5"], orqa.metrics["exact_match"],
            realm.metrics["exact_match"]]
-  return cells + [cells[2] - cells[0], cells[3] - cells[2]]
+  return cells + [cells[2] - cells[0], cells[3] - cells[2]], orqa.num_examples
 
 
 def _se(a: float, b: float, n: int) -> float:
@@ -43,8 +46,7 @@ def main(folders: list[str]) -> None:
   print("|---|" + "---:|" * len(COLUMNS))
   rows = []
   for folder in folders:
-    cells = row(folder)
-    n = summary.evaluation_records(folder)[("orqa", "evaluate", "dev")].num_examples
+    cells, n = row(folder)
     rows.append(cells)
     diffs = [f"{cells[7]:+.1f} ± {_se(cells[2], cells[0], n):.1f}",
              f"{cells[8]:+.1f} ± {_se(cells[3], cells[2], n):.1f}"]
