@@ -442,6 +442,11 @@ class OpenQAModel(_RetrieverModel):
   # this project had before; see networks/reader.py).
   span_layer_norm: bool = True
   span_norm_eps: float = 1e-3
+  # The weight of a block's retrieval score in each of its spans' logits. ORQA's (and
+  # REALM's fine-tuning) is 1: the reader's answer is ranked by retrieval and reading
+  # together. 0 ranks spans by the reader alone, as the BM25 reader is ranked (its blocks
+  # score nothing); the retriever is still trained by its own loss (E93).
+  span_retrieval_weight: float = 1.0
 
   def _qa_net(self):
     return OpenQANet(**self._retriever_fields(), score_scale=self.score_scale,
@@ -462,7 +467,8 @@ class OpenQAModel(_RetrieverModel):
                                self.score_scale, self.learn_score_scale)      # [B, N]
     num_read = batch["reader_ids"].shape[1]
     # A block's retrieval score is added to each of its spans (ORQA).
-    span_logits = span_logits + retrieval_scores[:, :num_read, None, None]
+    span_logits = (span_logits
+                   + self.span_retrieval_weight * retrieval_scores[:, :num_read, None, None])
     valid = span_validity(span_logits.shape[-2], self.max_span_len,
                           batch["body_start"], batch["body_len"])
     return retrieval_scores, span_logits, valid
@@ -484,7 +490,8 @@ class OpenQAModel(_RetrieverModel):
     }
 
   def predict_batch(self, params, batch):
-    """The best (block, start, width) over the read blocks, retrieval score included."""
+    """The best (block, start, width) over the read blocks, retrieval score included
+    (weighted by `span_retrieval_weight`)."""
     _, span_logits, valid = self._forward(params, batch)
     logits = jnp.where(valid, span_logits, NEG_INF)
     b, r, l, w = logits.shape

@@ -166,7 +166,7 @@ class Stages:
     return read_record(path).metrics if path.exists() else None
 
   def evaluate(self, name, experiment, finetuned, split, overlays=(), *,
-               dataset: str = "nq") -> dict:
+               dataset: str = "nq", bindings: Sequence[str] = ()) -> dict:
     from realm_bench import eval as eval_lib  # pylint: disable=g-import-not-at-top
     started = time.perf_counter()
     metrics = self.done_metrics(name)
@@ -177,7 +177,7 @@ class Stages:
           f"RUN_DIR = '{self.runs / name}'", f"CHECKPOINT_FROM = '{finetuned}'",
           f"EXPERIMENT = '{experiment}'", f"DATASET = '{dataset}'", f"SPLIT = '{split}'",
           f"NUM_RETRIEVED = {self.config.num_retrieved}", f"NUM_READ = {self.config.num_read}",
-          f"SCORE_SCALE = {self.config.score_scale}", "BERT_RUN = None"])
+          f"SCORE_SCALE = {self.config.score_scale}", "BERT_RUN = None", *bindings])
       self.say(f"{name}: exact match {metrics['exact_match']:.1f}")
     self._told(name, "evaluate", started, skipped)
     return metrics

@@ -448,3 +448,43 @@ def test_realm_variant_finetune_tunes_the_variant_as_the_realm_row(monkeypatch, 
   trained.clear()
   variant.run(tmp_path, "r10", [])
   assert [t[0] for t in trained] == ["r10"]
+
+
+def test_reading_variant_tunes_and_evaluates_under_the_same_bindings(monkeypatch, tmp_path):
+  from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
+  variant = _load("reading_variant")
+  runs = tmp_path / "runs"
+  for needed in ("bert", "ict", "realm_pretrain", "realm_finetune"):
+    (runs / needed).mkdir(parents=True)
+    (runs / needed / "record.json").write_text("{}")
+  trained, evaluated = [], []
+  monkeypatch.setattr(stages_lib.Stages, "train",
+                      lambda self, name, gin_files, bindings, kind=None: trained.append(
+                          (name, gin_files, bindings)) or runs / name)
+  monkeypatch.setattr(stages_lib.Stages, "evaluate",
+                      lambda self, name, experiment, tuned, split, overlays=(), bindings=():
+                      evaluated.append((name, experiment, tuned, split, tuple(overlays),
+                                        tuple(bindings))))
+  knob = "SPAN_RETRIEVAL_WEIGHT = 0.0"
+  variant.run(tmp_path, "w0", [knob])
+  [(name, gin_files, bindings)] = trained
+  config = stages_lib.QuickstartConfig()
+  assert name == "w0_finetune" and gin_files == ["runs/finetune.gin"]
+  assert bindings == stages_lib.finetune_bindings(config, runs / "realm_pretrain", runs / "bert",
+                                                  [knob])
+  assert evaluated == [("w0_eval_test", "realm", runs / "w0_finetune", "test", (), (knob,)),
+                       ("w0_eval_dev", "realm", runs / "w0_finetune", "validation", (),
+                        (knob,))]
+  trained.clear(), evaluated.clear()
+  variant.run(tmp_path, "o0", [knob], orqa=True)
+  assert trained[0][1] == ["runs/finetune.gin", "experiments/orqa.gin"]
+  assert f"WARM_START = '{runs / 'ict'}'" in trained[0][2]
+  assert evaluated[0][1] == "orqa" and evaluated[0][4] == ("experiments/orqa.gin",)
+  trained.clear(), evaluated.clear()
+  variant.run(tmp_path, "p0", [knob], evaluate=runs / "realm_finetune")
+  assert not trained and [e[2] for e in evaluated] == [runs / "realm_finetune"] * 2
+  missing = _run("reading_variant.py", str(tmp_path), "x", "--evaluate", str(runs / "nope"))
+  assert missing.returncode != 0 and "no record.json" in missing.stderr
+  usage = _run("reading_variant.py", str(tmp_path))
+  assert usage.returncode != 0 and "--evaluate" in usage.stderr
+  assert "Traceback" not in missing.stderr + usage.stderr

@@ -263,6 +263,29 @@ def test_open_qa_loss_and_prediction():
   assert not valid[1, 0].any()
 
 
+def test_span_retrieval_weight_scales_the_retrieval_score_in_the_span_logits():
+  kwargs = dict(retriever_config=TINY, proj_dim=8, reader_config=TINY, span_hidden=8,
+                max_span_len=3, sep_id=SEP)
+  batch = _qa_batch()
+  orqa = models.OpenQAModel(**kwargs)
+  params = orqa.init_params(jax.random.PRNGKey(0), batch)
+  forward = lambda m, b: [np.asarray(x) for x in m._forward(params, b)]  # pylint: disable=protected-access
+  scores, with_scores, _ = forward(orqa, batch)
+  _, half, _ = forward(models.OpenQAModel(**kwargs, span_retrieval_weight=0.5), batch)
+  alone = models.OpenQAModel(**kwargs, span_retrieval_weight=0.0)
+  s2, reader_only, _ = forward(alone, batch)
+  np.testing.assert_allclose(s2, scores)        # the retriever still scores every block
+  shift = scores[:, :2, None, None]
+  np.testing.assert_allclose(with_scores - reader_only, np.broadcast_to(shift, with_scores.shape),
+                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(half - reader_only, 0.5 * (with_scores - reader_only),
+                             rtol=1e-5, atol=1e-5)
+  # At 0 the answer does not depend on the document embeddings; at 1 it does.
+  other = dict(batch, retrieved_doc_emb=-batch["retrieved_doc_emb"])
+  np.testing.assert_allclose(forward(alone, other)[1], reader_only)
+  assert not np.allclose(forward(orqa, other)[1], with_scores)
+
+
 def test_bf16_dots_accumulate_in_fp32_forward_and_backward():
   from realm_bench.networks import bert  # pylint: disable=g-import-not-at-top
   cfg32 = BertConfig(vocab_size=50, hidden_size=16, num_heads=2)
