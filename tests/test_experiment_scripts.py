@@ -488,3 +488,42 @@ def test_reading_variant_tunes_and_evaluates_under_the_same_bindings(monkeypatch
   usage = _run("reading_variant.py", str(tmp_path))
   assert usage.returncode != 0 and "--evaluate" in usage.stderr
   assert "Traceback" not in missing.stderr + usage.stderr
+
+
+def test_reading_errors_says_which_block_each_answer_came_from(tmp_path):
+  world = tmp_path / "world"
+  for sub in ("corpus", "truth", "open_qa/nq"):
+    (world / sub).mkdir(parents=True)
+  blocks = [(0, "Aro Bel", "Aro Bel was born in Cadmere."), (1, "Aro Bel", "Aro Bel likes tea."),
+            (2, "Dun Eck", "Dun Eck was born in Fenwick."), (3, "Dun Eck", "Dun Eck is a smith."),
+            (4, "Gil Hap", "Gil Hap was born in Ivory."), (5, "Gil Hap", "Gil Hap owns a boat.")]
+  (world / "corpus/blocks.jsonl").write_text("".join(
+      json.dumps({"id": i, "title": t, "body": b}) + "\n" for i, t, b in blocks))
+  facts = [{"block_id": 0, "subject": "Aro Bel", "questions": {"nq": ["where was aro bel born"]}},
+           {"block_id": 2, "subject": "Dun Eck", "questions": {"nq": ["where was dun eck born"]}}]
+  (world / "truth/facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in facts))
+  dev = [("where was aro bel born", "Cadmere"), ("where was dun eck born", "Fenwick")]
+  (world / "open_qa/nq/dev.jsonl").write_text("".join(
+      json.dumps({"question": q, "answer": [a]}) + "\n" for q, a in dev))
+  def write(name, rows):
+    (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+  # Dense: question 1 right from its gold block; question 2 answered from Gil Hap's block.
+  write("retrieved.jsonl", [{"question": dev[0][0], "retrieved": [0, 4, 2, 5, 3]},
+                            {"question": dev[1][0], "retrieved": [4, 2, 0, 5, 1]}])
+  write("dense.jsonl", [{"question": dev[0][0], "prediction": "Cadmere"},
+                        {"question": dev[1][0], "prediction": "Ivory"}])
+  write("bm25.jsonl", [{"question": q, "prediction": a} for q, a in dev])
+  out = _run("reading_errors.py", str(world), *(str(tmp_path / f) for f in
+                                                 ("retrieved.jsonl", "dense.jsonl", "bm25.jsonl")))
+  assert out.returncode == 0, out.stderr
+  rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+          for line in out.stdout.splitlines() if line.startswith("| dense") or
+          line.startswith("| bm25")}
+  # EM, subject's blocks per question ((1 + 1) / 2), gold@5, EM with / without gold, wrong from
+  # gold / subject / other / none.
+  assert rows["dense"] == ["50.0", "1.00", "100.0", "50.0", "-", "0.0", "0.0", "100.0", "0.0"]
+  assert rows["bm25"][0] == "100.0" and rows["bm25"][5:] == ["-"] * 4
+  write("bad.jsonl", [{"question": "another question", "prediction": "x"}] * 2)
+  bad = _run("reading_errors.py", str(world), str(tmp_path / "retrieved.jsonl"),
+             str(tmp_path / "bad.jsonl"), str(tmp_path / "bm25.jsonl"))
+  assert bad.returncode != 0 and "bad.jsonl" in bad.stderr and "Traceback" not in bad.stderr
