@@ -527,3 +527,29 @@ def test_reading_errors_says_which_block_each_answer_came_from(tmp_path):
   bad = _run("reading_errors.py", str(world), str(tmp_path / "retrieved.jsonl"),
              str(tmp_path / "bad.jsonl"), str(tmp_path / "bm25.jsonl"))
   assert bad.returncode != 0 and "bad.jsonl" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("a, b, mean", [
+    ("w0_eval_test", "realm_eval_test", "mean -1.0 [-2.7, +0.6]"),
+    ("bm25_realm_enc_eval_test", "realm_eval_test", "mean +21.6 [+18.9, +24.3]"),
+    ("realm_eval_test", "bm25_reader_eval_test", "mean +0.3 [-6.4, +7.0]")])
+def test_paired_runs_gives_e93s_reading_means(a, b, mean):
+  worlds = sorted(str(p) for p in (RECORDS / "quickstart_finetune900" / "e93_reading").glob(
+      "topical_world_*"))
+  assert len(worlds) == 4
+  out = _run("paired_runs.py", a, b, *worlds)
+  assert out.returncode == 0, out.stderr
+  assert mean in out.stdout
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text()
+  assert mean.removeprefix("mean ") in log
+
+
+def test_e93s_world_0_numbers_are_the_records():
+  world0 = RECORDS / "quickstart_finetune900" / "e93_reading" / "topical_world_0"
+  em = lambda name: round(json.loads((world0 / name / "record.json").read_text())[
+      "metrics"]["exact_match"], 1)
+  assert [em(f"read{n}_eval_test") for n in (1, 2, 3)] + [em("realm_eval_test")] == [
+      22.7, 26.6, 29.0, 30.0]
+  assert (em("long_eval_test"), em("long_eval_dev"), em("w0pred_eval_test")) == (39.0, 37.6, 29.2)
+  out = _run("paired_runs.py", "long_eval_test", "realm_eval_test", str(world0))
+  assert "+9.0 ± 1.3" in out.stdout
