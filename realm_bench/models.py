@@ -438,14 +438,10 @@ class OpenQAModel(_RetrieverModel):
   max_span_len: int = 10
   score_scale: float = 1.0
   learn_score_scale: bool = False
-  # ORQA's span head: ReLU -> LayerNorm(1e-3) -> score; False drops the LayerNorm (the head
-  # this project had before; see networks/reader.py).
+  # ORQA's span head: ReLU -> LayerNorm(1e-3) -> score; False: the old head (networks/reader.py).
   span_layer_norm: bool = True
   span_norm_eps: float = 1e-3
-  # The weight of a block's retrieval score in each of its spans' logits. ORQA's (and
-  # REALM's fine-tuning) is 1: the reader's answer is ranked by retrieval and reading
-  # together. 0 ranks spans by the reader alone, as the BM25 reader is ranked (its blocks
-  # score nothing); the retriever is still trained by its own loss (E93).
+  # The retrieval score's weight in its spans' logits: 1 is ORQA's, 0 the reader alone (E93).
   span_retrieval_weight: float = 1.0
 
   def _qa_net(self):
@@ -459,16 +455,14 @@ class OpenQAModel(_RetrieverModel):
                                batch["reader_types"])["params"]
 
   def _forward(self, params, batch, dropout_rng=None):
-    kwargs = _train_mode(dropout_rng)
     q, span_logits, log_scale = self._qa_net().apply(
         {"params": params}, batch["query_ids"], batch["reader_ids"], batch["reader_types"],
-        **kwargs)
+        **_train_mode(dropout_rng))
     retrieval_scores = _scaled(inner_products(q, batch["retrieved_doc_emb"]), log_scale,
                                self.score_scale, self.learn_score_scale)      # [B, N]
     num_read = batch["reader_ids"].shape[1]
-    # A block's retrieval score is added to each of its spans (ORQA).
-    span_logits = (span_logits
-                   + self.span_retrieval_weight * retrieval_scores[:, :num_read, None, None])
+    # A block's retrieval score is added to each of its spans (ORQA), weighted.
+    span_logits += self.span_retrieval_weight * retrieval_scores[:, :num_read, None, None]
     valid = span_validity(span_logits.shape[-2], self.max_span_len,
                           batch["body_start"], batch["body_len"])
     return retrieval_scores, span_logits, valid
@@ -490,8 +484,7 @@ class OpenQAModel(_RetrieverModel):
     }
 
   def predict_batch(self, params, batch):
-    """The best (block, start, width) over the read blocks, retrieval score included
-    (weighted by `span_retrieval_weight`)."""
+    """The best (block, start, width) over the read blocks, retrieval score included."""
     _, span_logits, valid = self._forward(params, batch)
     logits = jnp.where(valid, span_logits, NEG_INF)
     b, r, l, w = logits.shape
