@@ -481,13 +481,27 @@ def test_reading_variant_tunes_and_evaluates_under_the_same_bindings(monkeypatch
   assert f"WARM_START = '{runs / 'ict'}'" in trained[0][2]
   assert evaluated[0][1] == "orqa" and evaluated[0][4] == ("experiments/orqa.gin",)
   trained.clear(), evaluated.clear()
+  variant.run(tmp_path, "b0", ["NUM_STEPS = 2700"], bm25=True)
+  # The BM25 reader's row as the quickstart fine-tunes it, plus the bindings.
+  assert trained == [("b0_finetune", ["runs/finetune.gin", "experiments/bm25_reader.gin"],
+                      stages_lib.finetune_bindings(config, None, runs / "bert",
+                                                   ["NUM_STEPS = 2700"]))]
+  assert evaluated[1] == ("b0_eval_dev", "bm25_reader", runs / "b0_finetune", "validation",
+                          ("experiments/bm25_reader.gin",), ("NUM_STEPS = 2700",))
+  trained.clear(), evaluated.clear()
+  variant.run(tmp_path, "be", [], bm25=True, encoder=runs / "realm_pretrain")
+  assert f"BERT_RUN = '{runs / 'realm_pretrain'}'" in trained[0][2]
+  trained.clear(), evaluated.clear()
   variant.run(tmp_path, "p0", [knob], evaluate=runs / "realm_finetune")
   assert not trained and [e[2] for e in evaluated] == [runs / "realm_finetune"] * 2
   missing = _run("reading_variant.py", str(tmp_path), "x", "--evaluate", str(runs / "nope"))
   assert missing.returncode != 0 and "no record.json" in missing.stderr
   usage = _run("reading_variant.py", str(tmp_path))
   assert usage.returncode != 0 and "--evaluate" in usage.stderr
-  assert "Traceback" not in missing.stderr + usage.stderr
+  # --encoder names the BM25 reader's encoder: alone it is refused, not silently ignored.
+  stray = _run("reading_variant.py", str(tmp_path), "x", "--encoder", str(runs / "bert"))
+  assert stray.returncode != 0 and "--bm25" in stray.stderr
+  assert "Traceback" not in missing.stderr + usage.stderr + stray.stderr
 
 
 def test_reading_errors_says_which_block_each_answer_came_from(tmp_path):
