@@ -191,7 +191,8 @@ class Stages:
       metrics = self.call(eval_lib.evaluate_retrieval, ["runs/evaluate_retrieval.gin"], [
           f"RUN_DIR = '{self.runs / name}'", f"CHECKPOINT_FROM = '{checkpoint}'",
           f"EXPERIMENT = '{experiment}'", "DATASET = 'nq'"])
-      self.say(f"{name}: zero-shot recall@5 {metrics['recall@5']:.1f}")
+      # Zero-shot only when the checkpoint is a pre-training's; a fine-tuning's is its own.
+      self.say(f"{name}: recall@5 {metrics['recall@5']:.1f} ({checkpoint.name}'s retriever)")
     self._told(name, "recall", started, skipped)
     return metrics
 
