@@ -567,3 +567,17 @@ def test_e93s_world_0_numbers_are_the_records():
   assert (em("long_eval_test"), em("long_eval_dev"), em("w0pred_eval_test")) == (39.0, 37.6, 29.2)
   out = _run("paired_runs.py", "long_eval_test", "realm_eval_test", str(world0))
   assert "+9.0 ± 1.3" in out.stdout
+
+
+def test_e94s_topical_alias_numbers_are_the_records():
+  world0 = RECORDS / "quickstart_finetune900" / "topical_aliases" / "seed_0"
+  out = _run("seed_table.py", str(world0))
+  assert out.returncode == 0, out.stderr
+  row = ("| 0 | 1.1 | 54.4 | 18.4 | 0.8 | 16.2 | 16.2 | 32.0 | 31.6 | +0.0 ± 1.0 | -2.2 ± 1.4 "
+         "| +15.4 ± 1.2 | -0.4 ± 0.7 |")
+  assert row in out.stdout
+  topical = RECORDS / "quickstart_finetune900" / "topical" / "seed_0"
+  diff = _run("paired_runs.py", "realm_eval_test", "realm_eval_test", f"{world0},{topical}")
+  assert "-13.4 ± 1.6" in diff.stdout
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text()
+  assert "REALM -13.4 ± 1.6" in log and "ICT R@5 32.0, REALM 31.6" in log
