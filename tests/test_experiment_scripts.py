@@ -581,3 +581,17 @@ def test_e94s_topical_alias_numbers_are_the_records():
   assert "-13.4 ± 1.6" in diff.stdout
   log = (ROOT / "results" / "EXPERIMENTS.md").read_text()
   assert "REALM -13.4 ± 1.6" in log and "ICT R@5 32.0, REALM 31.6" in log
+
+
+def test_e95s_longer_fine_tuning_numbers_are_the_records():
+  n = RECORDS / "quickstart_finetune2700" / "topical" / "seed_0"
+  e93 = RECORDS / "quickstart_finetune900" / "e93_reading" / "topical_world_0"
+  pairs = [("realm_eval_test", "bm25_reader_eval_test", str(n), "-5.9 ± 2.0"),
+           ("realm_eval_dev", "bm25_reader_eval_dev", str(n), "-7.2 ± 2.0"),
+           ("bm25_reader_eval_test", "bm25_reader_eval_test", f"{n},{e93}", "+14.5 ± 1.2"),
+           ("realm_eval_test", "long_eval_test", f"{n},{e93}", "+0.0 ± 0.0")]
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text()
+  for a, b, world, quoted in pairs:
+    out = _run("paired_runs.py", a, b, world)
+    assert out.returncode == 0 and quoted in out.stdout, (a, b, out.stdout, out.stderr)
+    assert quoted in log
