@@ -520,7 +520,10 @@ def test_alias_fraction_sets_the_share_of_questions_asked_by_alias(tiny_config, 
 
 
 @pytest.mark.parametrize("gin_file, knob", [("world/aliases.gin", dict(alias_fraction=0.5)),
-                                            ("world/topical.gin", dict(topic_fraction=1.0))])
+                                            ("world/topical.gin", dict(topic_fraction=1.0)),
+                                            ("world/reworded.gin", dict(
+                                                topic_fraction=1.0,
+                                                question_corpus_overlap=0.0))])
 def test_world_gin_files_set_their_knob_on_the_default_world(gin_file, knob):
   parse_gin([gin_file])
   try:
