@@ -207,7 +207,6 @@ def use_compile_cache(out: Path) -> None:
 def make_world(s: Stages, world_config) -> None:
   """The synthetic world and its WordPiece vocabulary, unless they exist. A world folder made
   with another world config is refused, not silently reused."""
-  import dataclasses  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
   from realm_bench.errors import InputError  # pylint: disable=g-import-not-at-top
   from realm_bench.tasks import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
@@ -226,12 +225,23 @@ def make_world(s: Stages, world_config) -> None:
                        f"{wanted[k]!r}; use another --out", path=s.world,
                        field=f"WorldConfig.{k}")
   else:
-    s.say(f"generating the synthetic world ({s.config.world_gin}, seed {world_config.seed})")
+    # The fields other gin files or flags changed, so the line names the world that was made.
+    changed = ", ".join(f"{f.name}={getattr(world_config, f.name)!r}"
+                        for f in dataclasses.fields(world_config) if f.name != "seed"
+                        and getattr(world_config, f.name) != _field_default(f))
+    s.say(f"generating the synthetic world ({s.config.world_gin}, seed {world_config.seed}"
+          f"{'; ' + changed if changed else ''})")
     world_lib.generate(out_dir=s.world, config=world_config)
   if not s.vocab.exists():
     s.say("learning a WordPiece vocabulary from the world")
     vocab_lib.learn_vocabulary(texts=vocab_lib.texts_from_world(s.world),
                                size=s.config.vocab_size, out=s.vocab)
+
+
+def _field_default(field):
+  if field.default_factory is not dataclasses.MISSING:
+    return field.default_factory()
+  return field.default
 
 
 def reference_points(s: Stages) -> None:

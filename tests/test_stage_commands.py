@@ -80,3 +80,15 @@ def test_ict_warms_up_over_its_configured_fraction_and_extra_bindings_come_last(
   s.config = stages_lib.QuickstartConfig(ict_warmup_fraction=1.5)
   with pytest.raises(InputError, match="QuickstartConfig.ict_warmup_fraction"):
     stages_lib.ict_stage(s, tmp_path / "bert")
+
+
+def test_make_world_names_the_fields_that_differ_from_the_default_world(tmp_path, capsys):
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from realm_bench.tasks import world as world_lib  # pylint: disable=g-import-not-at-top
+  config = dataclasses.replace(world_lib.WorldConfig(), num_people=12, num_places=4,
+                               num_organisations=4, num_regions=2, topic_fraction=1.0)
+  stages = stages_lib.Stages(tmp_path, stages_lib.QuickstartConfig(vocab_size=200))
+  stages_lib.make_world(stages, config)
+  said = capsys.readouterr().out
+  assert ("seed 0; num_people=12, num_places=4, num_organisations=4, num_regions=2, "
+          "topic_fraction=1.0)") in said
