@@ -33,7 +33,8 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("records, worlds", [("quickstart_question_form_ict_warmup", 4),
                                              ("quickstart_alias", 4),
                                              ("quickstart_finetune900/aliases", 4),
-                                             ("quickstart_finetune900/topical", 4)])
+                                             ("quickstart_finetune900/topical", 4),
+                                             ("quickstart_finetune900/topical_reworded", 4)])
 def test_seed_table_prints_the_quickstart_rows_the_readme_quotes(records, worlds):
   folders = sorted(str(p) for p in (RECORDS / records).glob("seed_*"))
   out = _run("seed_table.py", *folders)
@@ -244,7 +245,7 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
-@pytest.mark.parametrize("folder", ["default", "aliases", "topical"])
+@pytest.mark.parametrize("folder", ["default", "aliases", "topical", "topical_reworded"])
 def test_readme_quotes_the_check_over_the_900_step_worlds(folder):
   """The README's verdicts over the worlds at 900 fine-tuning steps are what `realm-bench check`
   decides from the committed records (each claim's difference and 95% interval)."""
@@ -614,3 +615,15 @@ def test_e96s_world_0_numbers_are_the_records():
     out = _run("paired_runs.py", x, y, world)
     assert out.returncode == 0 and quoted in out.stdout, (x, y, out.stdout, out.stderr)
     assert quoted in log, quoted
+
+
+def test_e96s_held_out_recall_interval_is_the_records():
+  """E96's REALM − ICT recall over worlds 0, 4, 5, 6, quoted in the log and the README."""
+  worlds = sorted(str(p) for p in
+                  (RECORDS / "quickstart_finetune900" / "topical_reworded").glob("seed_*"))
+  out = _run("paired_runs.py", "realm_recall_dev", "ict_recall_dev", *worlds)
+  assert out.returncode == 0 and len(worlds) == 4, out.stderr
+  quoted = out.stdout.strip().splitlines()[-1].removeprefix("mean ").split(" (")[0]
+  assert quoted == "+3.2 [+0.0, +6.4]", out.stdout
+  for text in ("results/EXPERIMENTS.md", "README.md"):
+    assert quoted in " ".join((ROOT / text).read_text(encoding="utf-8").split()), text
