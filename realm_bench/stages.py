@@ -38,8 +38,8 @@ EXPERIMENTS = ("realm", "orqa", "bm25_reader", "closed_book")
 @dataclasses.dataclass
 class QuickstartConfig:
   """Stage sizes of the quickstart on 2 CPU cores: 18.5 minutes measured on world/default.gin,
-  about 25 on this machine's slower sessions with the reworded world, over the 10 minutes it
-  was sized for, since fine-tuning runs to 900 steps (README, "Measured")."""
+  24.7 on the reworded world in a session whose stages all ran ~1.6x slower; over the 10
+  minutes it was sized for, since fine-tuning runs to 900 steps (README, "Measured")."""
   world_gin: str = "world/reworded.gin"
   size_gin: str = "sizes/tiny.gin"
   # Overlays parsed after size_gin for every stage (e.g. testing/tiny.gin for a smoke run).
