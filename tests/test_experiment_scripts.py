@@ -627,3 +627,34 @@ def test_e96s_held_out_recall_interval_is_the_records():
   assert quoted == "+3.2 [+0.0, +6.4]", out.stdout
   for text in ("results/EXPERIMENTS.md", "README.md"):
     assert quoted in " ".join((ROOT / text).read_text(encoding="utf-8").split()), text
+
+
+def test_e96s_convergence_check_is_the_records():
+  """REALM > BM25 reader at 2,700 fine-tuning steps over worlds 0, 4, 5, as the log and README
+  quote it: `check` decides it from the committed records."""
+  runs = RECORDS / "quickstart_finetune2700" / "topical_reworded"
+  out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
+                        "--format", "json"], capture_output=True, text=True, cwd=ROOT, check=False)
+  [v] = [v for v in json.loads(out.stdout)["verdicts"]
+         if v["kind"] == "claim" and v["verdict"] != "MISSING"]
+  assert (v["item"], v["verdict"]) == ("table1/realm_above_bm25_reader", "FAIL")
+  quoted = f"{v['delta']:+.1f} [{v['ci_low']:+.1f}, {v['ci_high']:+.1f}]"
+  for text in ("results/EXPERIMENTS.md", "README.md"):
+    assert quoted in " ".join((ROOT / text).read_text(encoding="utf-8").split()), text
+
+
+@pytest.mark.parametrize("world, quotes", [(4, ("-2.6 ± 2.0", "+19.1 ± 1.3", "+3.7 ± 1.2")),
+                                           (5, ("-5.8 ± 1.9", "+14.0 ± 1.1", "+4.9 ± 1.3"))])
+def test_e96s_held_out_convergence_rows_are_the_records(world, quotes):
+  a = RECORDS / "quickstart_finetune900" / "topical_reworded" / f"seed_{world}"
+  b = RECORDS / "quickstart_finetune2700" / "topical_reworded" / f"seed_{world}"
+  log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
+  row = [line for line in log.splitlines() if line.strip().startswith(f"| {world} | ")
+         and " -> " in line][0]
+  pairs = [("realm_eval_test", "bm25_reader_eval_test", str(b)),
+           ("bm25_reader_eval_test", "bm25_reader_eval_test", f"{b},{a}"),
+           ("realm_eval_test", "realm_eval_test", f"{b},{a}")]
+  for (x, y, folders), quoted in zip(pairs, quotes):
+    out = _run("paired_runs.py", x, y, folders)
+    assert out.returncode == 0 and quoted in out.stdout, (x, y, out.stdout, out.stderr)
+    assert quoted in row, (quoted, row)
