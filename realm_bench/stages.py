@@ -239,6 +239,7 @@ def make_world(s: Stages, world_config) -> None:
 
 
 def _field_default(field):
+  """The class's own default: WorldConfig() would apply the gin bindings being reported."""
   if field.default_factory is not dataclasses.MISSING:
     return field.default_factory()
   return field.default

@@ -245,16 +245,20 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
+def _decided_claims(runs: Path) -> list[dict]:
+  """`realm-bench check --runs RUNS`'s claims that had records to decide them."""
+  out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
+                        "--format", "json"], capture_output=True, text=True, cwd=ROOT, check=False)
+  return [v for v in json.loads(out.stdout)["verdicts"]
+          if v["kind"] == "claim" and v["verdict"] != "MISSING"]
+
+
 @pytest.mark.parametrize("folder", ["default", "aliases", "topical", "topical_reworded"])
 def test_readme_quotes_the_check_over_the_900_step_worlds(folder):
   """The README's verdicts over the worlds at 900 fine-tuning steps are what `realm-bench check`
   decides from the committed records (each claim's difference and 95% interval)."""
-  runs = RECORDS / "quickstart_finetune900" / folder
-  out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
-                        "--format", "json"], capture_output=True, text=True, cwd=ROOT, check=False)
-  claims = [v for v in json.loads(out.stdout)["verdicts"]
-            if v["kind"] == "claim" and v["verdict"] != "MISSING"]
-  assert len(claims) == 4, out.stdout
+  claims = _decided_claims(RECORDS / "quickstart_finetune900" / folder)
+  assert len(claims) == 4, claims
   readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
   for v in claims:
     quoted = f"{v['delta']:+.1f} [{v['ci_low']:+.1f}, {v['ci_high']:+.1f}]"
@@ -602,6 +606,8 @@ def test_e96s_world_0_and_4_variant_numbers_are_the_records():
   a = RECORDS / "quickstart_finetune900" / "topical_reworded" / "seed_0"
   b = RECORDS / "quickstart_finetune2700" / "topical_reworded" / "seed_0"
   v = RECORDS / "quickstart_finetune900" / "e96_variants" / "reworded_world_0"
+  a4 = RECORDS / "quickstart_finetune900" / "topical_reworded" / "seed_4"
+  v4 = RECORDS / "quickstart_finetune900" / "e96_variants" / "reworded_world_4"
   pairs = [("realm_eval_test", "bm25_reader_eval_test", str(a), "+5.2 ± 1.9"),
            ("realm_eval_test", "bm25_reader_eval_test", str(b), "-4.1 ± 2.0"),
            ("bm25_reader_eval_test", "bm25_reader_eval_test", f"{b},{a}", "+12.6 ± 1.1"),
@@ -610,9 +616,7 @@ def test_e96s_world_0_and_4_variant_numbers_are_the_records():
            ("realm_learned_scale_recall_dev", "ict_recall_dev", f"{v},{a}", "+2.1 ± 1.1"),
            ("paper1500_recall_dev", "ict_recall_dev", f"{v},{a}", "-1.2 ± 1.4"),
            ("realm_eval_test", "realm_random_eval_test", f"{a},{v}", "+0.6 ± 1.0"),
-           ("realm_eval_test", "realm_random_eval_test",
-            f"{str(a).replace('seed_0', 'seed_4')},{str(v).replace('world_0', 'world_4')}",
-            "-0.1 ± 1.0")]
+           ("realm_eval_test", "realm_random_eval_test", f"{a4},{v4}", "-0.1 ± 1.0")]
   log = (ROOT / "results" / "EXPERIMENTS.md").read_text()
   for x, y, world, quoted in pairs:
     out = _run("paired_runs.py", x, y, world)
@@ -627,7 +631,6 @@ def test_e96s_held_out_recall_interval_is_the_records():
   out = _run("paired_runs.py", "realm_recall_dev", "ict_recall_dev", *worlds)
   assert out.returncode == 0 and len(worlds) == 4, out.stderr
   quoted = out.stdout.strip().splitlines()[-1].removeprefix("mean ").split(" (")[0]
-  assert quoted == "+3.2 [+0.0, +6.4]", out.stdout
   for text in ("results/EXPERIMENTS.md", "README.md"):
     assert quoted in " ".join((ROOT / text).read_text(encoding="utf-8").split()), text
 
@@ -635,11 +638,7 @@ def test_e96s_held_out_recall_interval_is_the_records():
 def test_e96s_convergence_check_is_the_records():
   """REALM > BM25 reader at 2,700 fine-tuning steps over worlds 0, 4, 5, 6, as the log and README
   quote it: `check` decides it from the committed records."""
-  runs = RECORDS / "quickstart_finetune2700" / "topical_reworded"
-  out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
-                        "--format", "json"], capture_output=True, text=True, cwd=ROOT, check=False)
-  [v] = [v for v in json.loads(out.stdout)["verdicts"]
-         if v["kind"] == "claim" and v["verdict"] != "MISSING"]
+  [v] = _decided_claims(RECORDS / "quickstart_finetune2700" / "topical_reworded")
   assert (v["item"], v["verdict"]) == ("table1/realm_above_bm25_reader", "FAIL")
   quoted = f"{v['delta']:+.1f} [{v['ci_low']:+.1f}, {v['ci_high']:+.1f}]"
   for text in ("results/EXPERIMENTS.md", "README.md"):
