@@ -453,6 +453,15 @@ def test_realm_variant_finetune_tunes_the_variant_as_the_realm_row(monkeypatch, 
   trained.clear()
   variant.run(tmp_path, "r10", [])
   assert [t[0] for t in trained] == ["r10"]
+  # Another ICT run as the retriever's warm start; a longer fine-tuning, warm-up a tenth.
+  trained.clear()
+  variant.run(tmp_path, "n1", [], finetune=True, ict=runs / "ict_n1", finetune_steps=2700)
+  (_, _, pre_bindings), (_, _, bindings) = trained
+  assert pre_bindings == stages_lib.pretrain_bindings(stages_lib.QuickstartConfig(),
+                                                      runs / "ict_n1", runs / "bert")
+  assert "NUM_STEPS = 2700" in bindings and "WARMUP_STEPS = 270" in bindings
+  usage = _run("realm_variant.py", str(tmp_path), "x", "--finetune_steps", "2700")
+  assert usage.returncode != 0 and "--finetune" in usage.stderr   # only with --finetune
 
 
 def test_reading_variant_tunes_and_evaluates_under_the_same_bindings(monkeypatch, tmp_path):
@@ -515,22 +524,28 @@ def test_reading_errors_says_which_block_each_answer_came_from(tmp_path):
     (world / sub).mkdir(parents=True)
   blocks = [(0, "Aro Bel", "Aro Bel was born in Cadmere."), (1, "Aro Bel", "Aro Bel likes tea."),
             (2, "Dun Eck", "Dun Eck was born in Fenwick."), (3, "Dun Eck", "Dun Eck is a smith."),
-            (4, "Gil Hap", "Gil Hap was born in Ivory."), (5, "Gil Hap", "Gil Hap owns a boat.")]
+            (4, "Gil Hap", "Gil Hap was born in Ivory."), (5, "Gil Hap", "Gil Hap owns a boat."),
+            (6, "Ola Hap", "Hap was born in Kent.")]
   (world / "corpus/blocks.jsonl").write_text("".join(
       json.dumps({"id": i, "title": t, "body": b}) + "\n" for i, t, b in blocks))
   facts = [{"block_id": 0, "subject": "Aro Bel", "questions": {"nq": ["where was aro bel born"]}},
-           {"block_id": 2, "subject": "Dun Eck", "questions": {"nq": ["where was dun eck born"]}}]
+           {"block_id": 2, "subject": "Dun Eck", "questions": {"nq": ["where was dun eck born"]}},
+           {"block_id": 4, "subject": "Gil Hap", "questions": {"nq": ["where was gil hap born"]}}]
   (world / "truth/facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in facts))
-  dev = [("where was aro bel born", "Cadmere"), ("where was dun eck born", "Fenwick")]
+  dev = [("where was aro bel born", "Cadmere"), ("where was dun eck born", "Fenwick"),
+         ("where was gil hap born", "Ivory")]
   (world / "open_qa/nq/dev.jsonl").write_text("".join(
       json.dumps({"question": q, "answer": [a]}) + "\n" for q, a in dev))
   def write(name, rows):
     (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-  # Dense: question 1 right from its gold block; question 2 answered from Gil Hap's block.
+  # Dense: question 1 right from its gold block; question 2 answered from Gil Hap's block,
+  # question 3 from the block of Gil Hap's namesake Ola Hap.
   write("retrieved.jsonl", [{"question": dev[0][0], "retrieved": [0, 4, 2, 5, 3]},
-                            {"question": dev[1][0], "retrieved": [4, 2, 0, 5, 1]}])
+                            {"question": dev[1][0], "retrieved": [4, 2, 0, 5, 1]},
+                            {"question": dev[2][0], "retrieved": [6, 4, 5, 0, 1]}])
   write("dense.jsonl", [{"question": dev[0][0], "prediction": "Cadmere"},
-                        {"question": dev[1][0], "prediction": "Ivory"}])
+                        {"question": dev[1][0], "prediction": "Ivory"},
+                        {"question": dev[2][0], "prediction": "Kent"}])
   write("bm25.jsonl", [{"question": q, "prediction": a} for q, a in dev])
   out = _run("reading_errors.py", str(world), *(str(tmp_path / f) for f in
                                                  ("retrieved.jsonl", "dense.jsonl", "bm25.jsonl")))
@@ -538,11 +553,12 @@ def test_reading_errors_says_which_block_each_answer_came_from(tmp_path):
   rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
           for line in out.stdout.splitlines() if line.startswith("| dense") or
           line.startswith("| bm25")}
-  # EM, subject's blocks per question ((1 + 1) / 2), gold@5, EM with / without gold, wrong from
-  # gold / subject / other / none.
-  assert rows["dense"] == ["50.0", "1.00", "100.0", "50.0", "-", "0.0", "0.0", "100.0", "0.0"]
-  assert rows["bm25"][0] == "100.0" and rows["bm25"][5:] == ["-"] * 4
-  write("bad.jsonl", [{"question": "another question", "prediction": "x"}] * 2)
+  # EM, subject's blocks per question ((1 + 1 + 2) / 3), gold@5, EM with / without gold, wrong
+  # from gold / subject / other (of those, a namesake's) / none.
+  assert rows["dense"] == ["33.3", "1.33", "100.0", "33.3", "-", "0.0", "0.0", "100.0", "50.0",
+                           "0.0"]
+  assert rows["bm25"][0] == "100.0" and rows["bm25"][5:] == ["-"] * 5
+  write("bad.jsonl", [{"question": "another question", "prediction": "x"}] * 3)
   bad = _run("reading_errors.py", str(world), str(tmp_path / "retrieved.jsonl"),
              str(tmp_path / "bad.jsonl"), str(tmp_path / "bm25.jsonl"))
   assert bad.returncode != 0 and "bad.jsonl" in bad.stderr and "Traceback" not in bad.stderr
@@ -661,3 +677,39 @@ def test_e96s_held_out_convergence_rows_are_the_records(world, quotes):
     out = _run("paired_runs.py", x, y, folders)
     assert out.returncode == 0 and quoted in out.stdout, (x, y, out.stdout, out.stderr)
     assert quoted in row, (quoted, row)
+
+
+def test_namesakes_counts_a_namesakes_block_before_gold(tmp_path):
+  world = tmp_path / "world"
+  for sub in ("corpus", "truth", "open_qa/nq"):
+    (world / sub).mkdir(parents=True)
+  blocks = [(0, "Aro Bel", "Bel was born in Cadmere."), (1, "Ott Bel", "Bel was born in Kent."),
+            (2, "Dun Eck", "Eck was born in Fenwick."), (3, "Paru", "Paru has a bell.")]
+  (world / "corpus/blocks.jsonl").write_text("".join(
+      json.dumps({"id": i, "title": t, "body": b}) + "\n" for i, t, b in blocks))
+  def fact(block, subject, kind, question):
+    return {"block_id": block, "subject": subject, "subject_kind": kind,
+            "relation": "birthplace", "questions": {"nq": [question] if question else []}}
+  facts = [fact(0, "Aro Bel", "person", "where was aro bel born"),
+           fact(1, "Ott Bel", "person", "where was ott bel born"),
+           fact(2, "Dun Eck", "person", "where was dun eck born"),   # no namesake: left out
+           fact(3, "Paru", "place", None)]
+  (world / "truth/facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in facts))
+  dev = ["where was aro bel born", "where was ott bel born", "where was dun eck born"]
+  (world / "open_qa/nq/dev.jsonl").write_text("".join(
+      json.dumps({"question": q, "answer": ["x"]}) + "\n" for q in dev))
+  for run, lists in (("a", [[1, 0], [0, 3], [2]]), ("b", [[0, 1], [1, 0], [2]])):
+    (tmp_path / run).mkdir()
+    (tmp_path / run / "retrieved_validation.jsonl").write_text("".join(
+        json.dumps({"question": q, "retrieved": r}) + "\n" for q, r in zip(dev, lists)))
+  out = _run("namesakes.py", str(world), str(tmp_path / "a"), str(tmp_path / "b"))
+  assert out.returncode == 0, out.stderr
+  rows = [[c.strip() for c in line.split("|")[2:-1]] for line in out.stdout.splitlines()[2:]]
+  # Run a: Aro Bel's namesake's block first (gold second); Ott Bel's gold missing, his
+  # namesake's block present. Run b: both golds first, a namesake's block second.
+  assert rows[0] == ["2", "50.0", "100.0", "100.0"]
+  assert rows[1] == ["2", "100.0", "100.0", "0.0"]
+  assert rows[2][1:] == ["+50.0 ± 50.0", "+0.0 ± 0.0", "-100.0 ± 0.0"]
+  missing = _run("namesakes.py", str(world), str(tmp_path / "nowhere"))
+  assert missing.returncode != 0 and "nowhere" in missing.stderr
+  assert "Traceback" not in missing.stderr

@@ -13,7 +13,8 @@ with and without the gold block in the top 5, and for each prediction the first 
 that holds it: the gold block, another block of the subject, or a block of another entity.
 E92 found equal top-5 answer recall and 22-24 EM between the two readings; this says whether
 the dense system's blocks mislead its reader (other entities' blocks that hold an answer of
-the right type) or its reader misreads the right block.
+the right type) or its reader misreads the right block, and (E97) how many of those other
+entities are namesakes of the subject (a title sharing a word with its name).
 """
 import collections
 import json
@@ -52,6 +53,10 @@ def tally(questions, answers, facts, blocks, top5, predictions) -> dict:
     source = ("none" if holder is None else "gold" if holder == fact["block_id"]
               else "subject" if blocks[holder]["title"] == fact["subject"] else "other")
     c[f"{'right' if right else 'wrong'}_{source}"] += 1
+    if source == "other" and not right:
+      # The world's distractors share a name word with their entity (a surname: E97).
+      c["wrong_other_namesake"] += bool(set(fact["subject"].lower().split())
+                                        & set(blocks[holder]["title"].lower().split()))
   return c
 
 
@@ -72,16 +77,16 @@ def main(world, dense_retrieved, dense_predictions, bm25_predictions) -> None:
                         _predictions(bm25_predictions, questions))}
   print("| top 5 | EM | subject's blocks in top 5 | gold@5 | EM, gold in top 5 | EM, gold not "
         "in top 5 | wrong: from the gold block | from another block of the subject | from "
-        "another entity's block | from no block |")
-  print("|---|" + "---:|" * 9)
+        "another entity's block | of those, a namesake's | from no block |")
+  print("|---|" + "---:|" * 10)
   for name, c in rows.items():
     n, g = c["n"], c["gold"]
     pct = lambda x, d: f"{100 * x / d:.1f}" if d else "-"
     wrong = n - c["em"]
     print(f"| {name} | {pct(c['em'], n)} | {c['subject_blocks'] / n:.2f} | {pct(g, n)} | "
           f"{pct(c['em_gold'], g)} | {pct(c['em_no_gold'], n - g)} | "
-          + " | ".join(pct(c[f"wrong_{s}"], wrong) for s in ("gold", "subject", "other", "none"))
-          + " |")
+          + " | ".join(pct(c[f"wrong_{s}"], wrong) for s in ("gold", "subject", "other"))
+          + f" | {pct(c['wrong_other_namesake'], c['wrong_other'])} | {pct(c['wrong_none'], wrong)} |")
   print(f"dev questions: {len(questions)}")
 
 

@@ -1,0 +1,98 @@
+"""How often a retriever's top 5 puts a person's namesake's block of the asked relation before
+the gold block (E97).
+
+  python results/experiments/namesakes.py WORLD_DIR RECALL_RUN_DIR|bm25 [RECALL_RUN_DIR|bm25 ...]
+
+Most of the world's people share a name word with another person (83% of world 0's share a
+surname), and a person's blocks name them by surname only, so the title's first name is all
+that tells a namesake's birth-year block from the subject's. E97 found 93% of the dense REALM
+system's wrong answers from another entity's block come from a namesake's. Per recall run
+(its retrieved_validation.jsonl, NQ dev), over the questions about a person with a namesake
+(another person sharing a name word): gold@5, a namesake's block stating the asked relation in
+the top 5, and that block ranked before the gold block (or the gold block missing). With two or more runs, each
+later run's rates are also given paired against the first's (± the SE of the per-question
+difference), e.g. REALM's zero-shot retriever against ICT's. `bm25` in place of a run is BM25's
+top 5, searched as the pipeline searches them (the reference point).
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from realm_bench.errors import InputError
+from realm_bench.retrieval.bm25 import Bm25Retriever
+
+
+def _jsonl(path):
+  path = Path(path)
+  if not path.exists():
+    raise InputError("no such file", path=path)
+  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def namesakes(subject: str, subjects) -> set[str]:
+  words = set(subject.lower().split())
+  return {s for s in subjects if s != subject and words & set(s.lower().split())}
+
+
+def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
+  """(gold in top 5, a namesake's same-relation block in top 5, it ranks before gold), per
+  dev question about a person with a namesake, in the dev split's order."""
+  facts = _jsonl(world / "truth" / "facts.jsonl")
+  relation_blocks = {}
+  for f in facts:
+    relation_blocks.setdefault((f["subject"], f["relation"]), set()).add(f["block_id"])
+  people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
+  owner = {q: f for f in facts for q in f["questions"]["nq"]}
+  dev = [r["question"] for r in _jsonl(world / "open_qa" / "nq" / "dev.jsonl")]
+  if str(run_dir) == "bm25":
+    top5 = Bm25Retriever.from_world(world).search(dev, 5)[1].tolist()
+    rows = [{"question": q, "retrieved": top} for q, top in zip(dev, top5)]
+  else:
+    rows = _jsonl(run_dir / "retrieved_validation.jsonl")
+  if [r["question"] for r in rows] != dev:
+    raise InputError("its questions are not the NQ twin's dev split, in order",
+                     path=run_dir / "retrieved_validation.jsonl")
+  found = []
+  for row in rows:
+    fact = owner[row["question"]]
+    others = namesakes(fact["subject"], people)
+    if fact["subject_kind"] != "person" or not others:
+      continue
+    decoys = set().union(*(relation_blocks.get((s, fact["relation"]), set()) for s in others))
+    top = row["retrieved"][:5]
+    gold = top.index(fact["block_id"]) if fact["block_id"] in top else len(top)
+    first_decoy = min((i for i, b in enumerate(top) if b in decoys), default=None)
+    found.append((gold < len(top), first_decoy is not None,
+                  first_decoy is not None and first_decoy < gold))
+  return found
+
+
+def main(world: str, runs: list[str]) -> None:
+  world = Path(world)
+  results = [(run, outcomes(world, Path(run))) for run in runs]
+  names = ("gold@5", "namesake's block in top 5", "namesake's block before gold")
+  print("| recall run | questions | " + " | ".join(names) + " |")
+  print("|---|---:|" + "---:|" * len(names))
+  for run, found in results:
+    n = len(found)
+    print(f"| {run} | {n} | " + " | ".join(
+        f"{100 * sum(f[i] for f in found) / n:.1f}" for i in range(len(names))) + " |")
+  first_run, first = results[0]
+  for run, found in results[1:]:
+    cells = []
+    for i in range(len(names)):
+      diff = np.array([100.0 * (int(b[i]) - int(a[i])) for a, b in zip(first, found)])
+      se = diff.std(ddof=1) / np.sqrt(len(diff))
+      cells.append(f"{diff.mean():+.1f} ± {se:.1f}")
+    print(f"| {run} − {first_run} | | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+  if len(sys.argv) < 3:
+    sys.exit(__doc__)
+  try:
+    main(sys.argv[1], sys.argv[2:])
+  except InputError as e:
+    sys.exit(f"namesakes.py: {e}")
