@@ -1,4 +1,5 @@
-"""ICT batches with sibling negatives: blocks of each query's own article in its batch."""
+"""ICT batches with sibling negatives (blocks of each query's own article in its batch) and
+namesake negatives (blocks of titles sharing a word with its own)."""
 from __future__ import annotations
 
 import re
@@ -10,17 +11,37 @@ from realm_bench.errors import InputError
 from realm_bench.pipelines import ict
 
 
-def pipeline(siblings_per_block: int, titles: list[str]) -> ict.IctPipeline:
+def pipeline(siblings_per_block: int, titles: list[str],
+             namesakes_per_block: int = 0) -> ict.IctPipeline:
   """The pipeline's batch logic over rows 0..n-1 with these titles, without a corpus."""
-  p = ict.IctPipeline(siblings_per_block=siblings_per_block)
+  p = ict.IctPipeline(siblings_per_block=siblings_per_block,
+                      namesakes_per_block=namesakes_per_block)
   p.usable = np.arange(len(titles), dtype=np.int64)
   p.siblings = ict.articles(p.usable, titles)
+  p.namesakes = ict.namesakes(p.usable, titles)
   return p
 
 
 def test_articles_group_rows_by_title():
   assert ict.articles(np.array([0, 2, 3]), ["a", "b", "a", "b"]) == {0: [0, 2], 2: [0, 2],
                                                                      3: [3]}
+
+
+def test_namesakes_share_a_title_word_and_never_the_title():
+  titles = ["Losou Kibarai", "Losou Kibarai", "Krubi Kibarai", "Krubi Sheho", "Paru"]
+  assert ict.namesakes(np.arange(5), titles) == {0: [2], 1: [2], 2: [0, 1, 3], 3: [2],
+                                                  4: []}
+
+
+def test_namesakes_come_after_siblings_in_each_group():
+  titles = ["A B", "A B", "C B", "C B", "D E", "F G", "H I", "J K"]
+  p = pipeline(1, titles, namesakes_per_block=1)
+  anchors = next(iter(p.stream(batch_size=6, seed=0)))
+  assert len(anchors) == 2
+  rows = p._with_siblings(np.random.default_rng(0), [0, 4])
+  assert len(rows) == 6 == len(set(rows))
+  assert rows[:4] == [0, 4, 1, rows[3]] and titles[rows[3]] == "C B"   # a sibling, a namesake
+  assert titles[rows[4]] != "D E"   # D E has neither: topped up from any title
 
 
 def test_stream_draws_one_query_per_group_and_batches_keep_their_size():
@@ -50,7 +71,7 @@ def test_without_siblings_the_stream_is_orqas():
 
 
 @pytest.mark.parametrize("siblings, batch, shown", [
-    (3, 6, "not a multiple of 1 + siblings_per_block = 4"),
+    (3, 6, "not a multiple of 1 + siblings_per_block + namesakes_per_block = 4"),
     (1, 12, "more than the 10 blocks"),
 ])
 def test_bad_batches_name_the_field(siblings, batch, shown):

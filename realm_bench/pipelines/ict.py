@@ -26,6 +26,21 @@ def articles(rows, titles) -> dict[int, list[int]]:
   return {r: same for same in by_title.values() for r in same}
 
 
+def namesakes(rows, titles) -> dict[int, list[int]]:
+  """Each row -> the rows whose title is another title sharing a word with its own (a
+  person's namesakes: "Losou Kibarai" and "Krubi Kibarai")."""
+  by_word = collections.defaultdict(set)
+  for r in rows:
+    for word in set(titles[int(r)].lower().split()):
+      by_word[word].add(int(r))
+  out = {}
+  for r in rows:
+    title = titles[int(r)]
+    near = set().union(*(by_word[w] for w in set(title.lower().split())))
+    out[int(r)] = sorted(x for x in near if titles[x] != title)
+  return out
+
+
 @gin.configurable
 @dataclasses.dataclass
 class IctPipeline(base.Pipeline):
@@ -48,6 +63,13 @@ class IctPipeline(base.Pipeline):
   # Batches keep their size: batch_size / (1 + siblings_per_block) queries bring their
   # siblings (blocks of other titles where an article has too few).
   siblings_per_block: int = 0
+  # Blocks of namesakes (other titles sharing a word with the query's: people who share a
+  # surname) put in its batch after its siblings. 0: ORQA's batches, where a namesake is
+  # rarely a negative, so nothing asks the document tower to encode the first name that alone
+  # tells apart two people's blocks naming them by surname; the fine-tuned dense retriever
+  # then ranks a namesake's block of the asked relation before the gold block for 60% of the
+  # people questions (EXPERIMENTS.md E97).
+  namesakes_per_block: int = 0
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
     del warm_start_params
@@ -58,11 +80,15 @@ class IctPipeline(base.Pipeline):
     self.encode = model.vocabulary.encode
     self.usable = np.array([r for r, body in enumerate(self.corpus.bodies)
                             if len(_sentences(body)) >= 2], np.int64)
-    if not isinstance(self.siblings_per_block, int) or self.siblings_per_block < 0:
-      raise InputError(f"must be a non-negative integer, got {self.siblings_per_block!r}",
-                       field="IctPipeline.siblings_per_block")
+    for field in ("siblings_per_block", "namesakes_per_block"):
+      value = getattr(self, field)
+      if not isinstance(value, int) or value < 0:
+        raise InputError(f"must be a non-negative integer, got {value!r}",
+                         field=f"IctPipeline.{field}")
     self.siblings = (articles(self.usable, self.corpus.titles) if self.siblings_per_block
                      else {})
+    self.namesakes = (namesakes(self.usable, self.corpus.titles) if self.namesakes_per_block
+                      else {})
 
   @property
   def task_name(self):
@@ -71,27 +97,33 @@ class IctPipeline(base.Pipeline):
   def stream(self, *, batch_size, seed):
     self.seed = seed
     self.num_examples = len(self.usable)
-    group = 1 + self.siblings_per_block
+    group = 1 + self.siblings_per_block + self.namesakes_per_block
+    field = ("IctPipeline.siblings_per_block" if self.siblings_per_block
+             else "IctPipeline.namesakes_per_block")
     if batch_size % group:
       raise InputError(f"batch_size {batch_size} is not a multiple of 1 + siblings_per_block "
-                       f"= {group}", field="IctPipeline.siblings_per_block")
-    if self.siblings_per_block and batch_size > len(self.usable):
+                       f"+ namesakes_per_block = {group}", field=field)
+    if group > 1 and batch_size > len(self.usable):
       raise InputError(f"batch_size {batch_size} is more than the {len(self.usable)} blocks "
-                       "a batch of distinct blocks can hold",
-                       field="IctPipeline.siblings_per_block")
+                       "a batch of distinct blocks can hold", field=field)
     self.batch_size = batch_size
     return base.example_stream(self.usable, batch_size=batch_size // group, seed=seed)
 
   def _with_siblings(self, rng, anchors) -> list[int]:
-    """The anchors, then up to `siblings_per_block` other blocks of each one's title, then
-    blocks of any title: `batch_size` distinct rows."""
+    """The anchors, then up to `siblings_per_block` other blocks of each one's title and up to
+    `namesakes_per_block` blocks of its namesakes, then blocks of any title: `batch_size`
+    distinct rows."""
     rows = [int(r) for r in anchors]
     taken = set(rows)
     for r in anchors:
-      pool = [x for x in self.siblings[int(r)] if x not in taken]
-      for x in rng.permutation(pool)[:self.siblings_per_block].tolist():
-        rows.append(x)
-        taken.add(x)
+      for pools, count in ((self.siblings, self.siblings_per_block),
+                           (self.namesakes, self.namesakes_per_block)):
+        if not count:
+          continue
+        pool = [x for x in pools[int(r)] if x not in taken]
+        for x in rng.permutation(pool)[:count].tolist():
+          rows.append(x)
+          taken.add(x)
     while len(rows) < self.batch_size:
       x = int(self.usable[rng.integers(len(self.usable))])
       if x not in taken:
@@ -102,7 +134,7 @@ class IctPipeline(base.Pipeline):
   def prepare(self, step, params, raw):
     del params
     rng = np.random.default_rng([self.seed, step, 7])
-    if self.siblings_per_block:
+    if self.siblings_per_block or self.namesakes_per_block:
       raw = self._with_siblings(np.random.default_rng([self.seed, step, 8]), raw)
     s = self.specials
     queries, docs = [], []
