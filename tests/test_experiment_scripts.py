@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 
 ROOT = Path(__file__).parents[1]
@@ -713,3 +715,47 @@ def test_namesakes_counts_a_namesakes_block_before_gold(tmp_path):
   missing = _run("namesakes.py", str(world), str(tmp_path / "nowhere"))
   assert missing.returncode != 0 and "nowhere" in missing.stderr
   assert "Traceback" not in missing.stderr
+
+
+def test_em_by_kind_pairs_two_evaluations_per_subject_kind(tmp_path):
+  world = tmp_path / "world"
+  for sub in ("truth", "open_qa/nq"):
+    (world / sub).mkdir(parents=True)
+  questions = [("q1", "person"), ("q2", "person"), ("q3", "place"), ("q4", "organisation")]
+  (world / "open_qa/nq/test.jsonl").write_text("".join(
+      json.dumps({"question": q, "answer": ["x"]}) + "\n" for q, _ in questions))
+  (world / "truth/facts.jsonl").write_text("".join(
+      json.dumps({"subject_kind": k, "questions": {"nq": [q]}}) + "\n" for q, k in questions))
+  source = ROOT / "results/records/quickstart_finetune2700/topical_reworded/seed_0"
+  for run, bits in (("a", "0111"), ("b", "1100")):
+    record = json.loads((source / "realm_eval_test/record.json").read_text())
+    record.update(outcomes=bits, num_examples=len(bits))
+    (tmp_path / run).mkdir()
+    (tmp_path / run / "record.json").write_text(json.dumps(record))
+  out = _run("em_by_kind.py", str(world), str(tmp_path / "a"), str(tmp_path / "b"))
+  assert out.returncode == 0, out.stderr
+  rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+          for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line}
+  assert rows["person"] == ["2", "50.0", "100.0", "-50.0 ± 50.0"]
+  assert rows["place"][:3] == ["1", "100.0", "0.0"]
+  assert rows["all"] == ["4", "75.0", "50.0", "+25.0 ± 47.9"]
+  (world / "open_qa/nq/test.jsonl").write_text('{"question": "q1", "answer": ["x"]}\n')
+  short = _run("em_by_kind.py", str(world), str(tmp_path / "a"), str(tmp_path / "b"))
+  assert short.returncode != 0 and "4 per-question outcomes" in short.stderr
+  assert "Traceback" not in short.stderr
+
+
+@pytest.mark.parametrize("world", [0, 4, 5, 6])
+def test_e97s_people_and_other_kinds_convergence_rows_are_the_records(world):
+  """The log's per-kind split of REALM − BM25 reader at 2,700 steps, from the records' outcomes
+  and the kinds the world's seed gives its test questions (kept with the records)."""
+  records = ROOT / "results/records/quickstart_finetune2700/topical_reworded" / f"seed_{world}"
+  kinds = json.loads((records / "test_subject_kinds.json").read_text())
+  outcomes = [np.array([c == "1" for c in json.loads(
+      (records / run / "record.json").read_text())["outcomes"]], float) * 100
+      for run in ("realm_eval_test", "bm25_reader_eval_test")]
+  people = np.array(kinds) == "person"
+  diff = outcomes[0] - outcomes[1]
+  expected = {0: (-12.3, 16.8), 4: (-13.1, 20.7), 5: (-14.4, 16.2), 6: (-15.2, 23.6)}[world]
+  assert round(diff[people].mean(), 1) == expected[0]
+  assert round(diff[~people].mean(), 1) == expected[1]
