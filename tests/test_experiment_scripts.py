@@ -808,3 +808,27 @@ def test_e97s_world_0_reading_errors_are_the_records(tmp_path):
   # EM, subject's blocks, gold@5, EM with gold, ..., wrong from another entity, namesakes.
   assert [rows["dense"][i] for i in (2, 3, 7, 8)] == ["86.6", "44.2", "81.1", "92.6"]
   assert [rows["bm25"][i] for i in (2, 3, 7, 8)] == ["66.8", "60.7", "7.8", "14.6"]
+
+
+def test_e97s_people_at_900_and_2700_steps_are_the_records():
+  """The log's people-only REALM − BM25 reader at 900 steps and each system's change to 2,700
+  (the 900- and 2,700-step runs share their world, so the kinds kept with one serve both)."""
+  root = ROOT / "results/records"
+  diffs, changes = [], {"realm_eval_test": [], "bm25_reader_eval_test": []}
+  for world in (0, 4, 5, 6):
+    folder = f"topical_reworded/seed_{world}"
+    people = np.array(json.loads((root / "quickstart_finetune2700" / folder
+                                  / "test_subject_kinds.json").read_text())) == "person"
+    def em(steps, run):
+      record = root / f"quickstart_finetune{steps}" / folder / run / "record.json"
+      return np.array([c == "1" for c in json.loads(record.read_text())["outcomes"]],
+                      float)[people] * 100
+    d = em(900, "realm_eval_test") - em(900, "bm25_reader_eval_test")
+    diffs.append(f"{d.mean():+.1f} ± {d.std(ddof=1) / np.sqrt(len(d)):.1f}")
+    for run, found in changes.items():
+      found.append(round((em(2700, run) - em(900, run)).mean(), 1))
+  log = " ".join((ROOT / "results/EXPERIMENTS.md").read_text().split())
+  assert "(" + ", ".join(diffs) + ")" in log
+  assert (min(changes["bm25_reader_eval_test"]), max(changes["bm25_reader_eval_test"])) == (9.3,
+                                                                                          17.3)
+  assert (min(changes["realm_eval_test"]), max(changes["realm_eval_test"])) == (-3.4, -0.1)
