@@ -79,3 +79,25 @@ def test_bad_batches_name_the_field(siblings, batch, shown):
   with pytest.raises(InputError, match=re.escape(shown)) as e:
     p.stream(batch_size=batch, seed=0)
   assert e.value.field == "IctPipeline.siblings_per_block"
+
+
+@pytest.mark.parametrize("prob", [0.0, 1.0])
+def test_title_in_query_prefixes_the_title_or_leaves_orqas_query(prob):
+  from types import SimpleNamespace  # pylint: disable=g-import-not-at-top
+  p = ict.IctPipeline(title_in_query_prob=prob, remove_prob=1.0)
+  p.corpus = SimpleNamespace(bodies=["Aa bb. Cc dd."], title_ids=[np.array([7, 8], np.int32)])
+  p.encode = lambda text: [len(w) + 10 for w in text.split()]
+  p.specials = SimpleNamespace(cls=1, sep=2)
+  p.lengths = SimpleNamespace(query=8, block=16)
+  p.seed = 0
+  query = p.prepare(0, None, [0])["query_ids"][0].tolist()
+  sentence = query[query.index(2) - 2:query.index(2)]
+  assert sentence in ([12, 13], [12, 13])   # "Aa bb." or "Cc dd.", each encoded as 12, 13
+  assert query[:query.index(2) + 1] == [1] + ([7, 8] if prob else []) + sentence + [2]
+
+
+def test_title_in_query_prob_must_be_a_probability():
+  p = ict.IctPipeline(title_in_query_prob=1.5)
+  with pytest.raises(InputError, match="probability") as e:
+    p.setup(model=None, run_dir=None, sequence_lengths=None)
+  assert e.value.field == "IctPipeline.title_in_query_prob"

@@ -70,9 +70,21 @@ class IctPipeline(base.Pipeline):
   # then ranks a namesake's block of the asked relation before the gold block for 60% of the
   # people questions (EXPERIMENTS.md E97).
   namesakes_per_block: int = 0
+  # The probability that a pseudo-query starts with its block's title, as the questions name
+  # their subject in full where the passages name a person by surname. 0: ORQA's pseudo-queries
+  # (the sentence alone), which never ask the towers to encode a first name (E97).
+  title_in_query_prob: float = 0.0
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):
     del warm_start_params
+    for field in ("siblings_per_block", "namesakes_per_block"):
+      value = getattr(self, field)
+      if not isinstance(value, int) or value < 0:
+        raise InputError(f"must be a non-negative integer, got {value!r}",
+                         field=f"IctPipeline.{field}")
+    if not 0.0 <= self.title_in_query_prob <= 1.0:
+      raise InputError(f"must be a probability in [0, 1], got {self.title_in_query_prob!r}",
+                       field="IctPipeline.title_in_query_prob")
     base.check_task_vocabulary(self.corpus_task, model.vocabulary)
     self.lengths = sequence_lengths
     self.corpus = token_file.for_run(self.corpus_task, sequence_lengths.block, run_dir)
@@ -80,11 +92,6 @@ class IctPipeline(base.Pipeline):
     self.encode = model.vocabulary.encode
     self.usable = np.array([r for r, body in enumerate(self.corpus.bodies)
                             if len(_sentences(body)) >= 2], np.int64)
-    for field in ("siblings_per_block", "namesakes_per_block"):
-      value = getattr(self, field)
-      if not isinstance(value, int) or value < 0:
-        raise InputError(f"must be a non-negative integer, got {value!r}",
-                         field=f"IctPipeline.{field}")
     self.siblings = (articles(self.usable, self.corpus.titles) if self.siblings_per_block
                      else {})
     self.namesakes = (namesakes(self.usable, self.corpus.titles) if self.namesakes_per_block
@@ -142,7 +149,9 @@ class IctPipeline(base.Pipeline):
       sents = [np.asarray(self.encode(x), np.int32) for x in _sentences(self.corpus.bodies[row])]
       pick = int(rng.integers(len(sents)))
       keep = [x for i, x in enumerate(sents) if i != pick or rng.random() >= self.remove_prob]
-      queries.append(np.concatenate([[s.cls], sents[pick], [s.sep]]))
+      title = (self.corpus.title_ids[row] if self.title_in_query_prob
+               and rng.random() < self.title_in_query_prob else [])
+      queries.append(np.concatenate([[s.cls], title, sents[pick], [s.sep]]).astype(np.int32))
       docs.append(np.concatenate([[s.cls], self.corpus.title_ids[row], [s.sep],
                                   *keep, [s.sep]]))
     return {"query_ids": batching.pad_rows(queries, self.lengths.query, truncate=True),
