@@ -832,3 +832,15 @@ def test_e97s_people_at_900_and_2700_steps_are_the_records():
   assert (min(changes["bm25_reader_eval_test"]), max(changes["bm25_reader_eval_test"])) == (9.3,
                                                                                           17.3)
   assert (min(changes["realm_eval_test"]), max(changes["realm_eval_test"])) == (-3.4, -0.1)
+
+
+def test_e97s_ict_variants_are_the_records(tmp_path):
+  folder = ROOT / "results/records/quickstart_finetune900/e97_namesakes/reworded_world_0"
+  recall = {run: round(json.loads((folder / f"{run}_recall_dev/record.json").read_text())
+                       ["metrics"]["recall@5"], 1) for run in ("ict_namesakes1", "ict_title_sn")}
+  assert recall == {"ict_namesakes1": 31.8, "ict_title_sn": 17.3}
+  out = _run("namesakes.py", str(_reworded_world(tmp_path, 0)),
+             *(str(folder / f"{run}_recall_dev") for run in ("ict_namesakes1", "ict_title_sn")))
+  assert out.returncode == 0, out.stderr
+  rows = [[c.strip() for c in line.split("|")[3:-1]] for line in out.stdout.splitlines()[2:4]]
+  assert rows == [["10.2", "7.7", "5.7"], ["10.4", "5.7", "4.1"]]
