@@ -844,3 +844,28 @@ def test_e97s_ict_variants_are_the_records(tmp_path):
   assert out.returncode == 0, out.stderr
   rows = [[c.strip() for c in line.split("|")[3:-1]] for line in out.stdout.splitlines()[2:4]]
   assert rows == [["10.2", "7.7", "5.7"], ["10.4", "5.7", "4.1"]]
+
+
+@pytest.mark.parametrize("world", [0, 4, 5, 6])
+def test_e97s_encoder_rows_are_the_records(world):
+  from realm_bench.reporting import summary  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting.records import read_record  # pylint: disable=g-import-not-at-top
+  records = ROOT / "results/records/quickstart_finetune2700"
+  mine = records / "e97_encoders" / f"reworded_world_{world}"
+  theirs = records / "topical_reworded" / f"seed_{world}"
+  def rec(folder, run):
+    return read_record(folder / run / "record.json")
+  def pair(a, b):
+    pairs = []
+    for split in ("test", "dev"):
+      diff, se = summary.paired_difference(rec(mine, f"{a}_eval_{split}"),
+                                           rec(b[0], f"{b[1]}_eval_{split}"))
+      pairs.append(f"{diff:+.1f} ± {se:.1f}")
+    return " / ".join(pairs)
+  cells = [" / ".join(f"{rec(mine, f'bm25_realm_enc2700_eval_{s}').metrics['exact_match']:.1f}"
+                      for s in ("test", "dev")),
+           pair("bm25_realm_enc2700", (theirs, "bm25_reader")),
+           pair("bm25_realm_enc2700", (theirs, "realm")),
+           pair("bm25_realm_enc2700", (mine, "bm25_random_enc2700")) if world in (0, 4) else ""]
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  assert (f"| {world} | " + " | ".join(cells) + " |").replace("|  |", "| |") in log
