@@ -869,3 +869,31 @@ def test_e97s_encoder_rows_are_the_records(world):
            pair("bm25_realm_enc2700", (mine, "bm25_random_enc2700")) if world in (0, 4) else ""]
   log = (ROOT / "results/EXPERIMENTS.md").read_text()
   assert (f"| {world} | " + " | ".join(cells) + " |").replace("|  |", "| |") in log
+
+
+def test_name_probe_reads_names_an_index_encodes_and_not_those_it_does_not(tmp_path):
+  world = tmp_path / "world"
+  for sub in ("corpus", "truth"):
+    (world / sub).mkdir(parents=True)
+  firsts, lasts = [f"F{i}" for i in range(4)], [f"L{i}" for i in range(4)]
+  people = [f"{f} {l}" for f in firsts for l in lasts]
+  blocks = [{"id": i, "title": people[i % 16], "body": "x"} for i in range(16 * 25)]
+  (world / "corpus/blocks.jsonl").write_text("".join(json.dumps(b) + "\n" for b in blocks))
+  (world / "truth/entities.jsonl").write_text("".join(
+      json.dumps({"name": p, "kind": "person"}) + "\n" for p in people))
+  rng = np.random.default_rng(0)
+  # The surname in the embedding, the first name not at all.
+  emb = np.stack([np.eye(8)[4 + lasts.index(b["title"].split()[1])] + 0.1 * rng.normal(size=8)
+                  for b in blocks]).astype(np.float32)
+  index = tmp_path / "index"
+  index.mkdir()
+  np.save(index / "embeddings.npy", emb)
+  np.save(index / "ids.npy", np.arange(len(blocks)))
+  out = _run("name_probe.py", str(world), str(index))
+  assert out.returncode == 0, out.stderr
+  cells = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
+  first, last = (tuple(map(float, c.split(" / "))) for c in cells[1:])
+  assert cells[0] == "400" and last[0] == 100.0 and first[0] < 50.0
+  missing = _run("name_probe.py", str(world), str(tmp_path / "nowhere"))
+  assert missing.returncode != 0 and "embeddings.npy" in missing.stderr
+  assert "Traceback" not in missing.stderr
