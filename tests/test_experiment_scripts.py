@@ -897,3 +897,27 @@ def test_name_probe_reads_names_an_index_encodes_and_not_those_it_does_not(tmp_p
   missing = _run("name_probe.py", str(world), str(tmp_path / "nowhere"))
   assert missing.returncode != 0 and "embeddings.npy" in missing.stderr
   assert "Traceback" not in missing.stderr
+
+
+def test_e97s_orqa_at_convergence_rows_are_the_records():
+  from realm_bench.reporting import summary  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting.records import read_record  # pylint: disable=g-import-not-at-top
+  records = ROOT / "results/records"
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  for world in (0, 4, 5, 6):
+    mine = records / "quickstart_finetune2700/e97_orqa" / f"reworded_world_{world}"
+    at = lambda steps, run: read_record(  # pylint: disable=cell-var-from-loop
+        records / f"quickstart_finetune{steps}/topical_reworded/seed_{world}" / run
+        / "record.json")
+    orqa = lambda split: read_record(mine / f"orqa2700_eval_{split}" / "record.json")  # pylint: disable=cell-var-from-loop
+    pair = lambda a, b: "{:+.1f} ± {:.1f}".format(*summary.paired_difference(a, b))
+    cells = [f"{at(900, 'orqa_eval_test').metrics['exact_match']:.1f} -> "
+             f"{orqa('test').metrics['exact_match']:.1f} "
+             f"({pair(orqa('test'), at(900, 'orqa_eval_test'))})",
+             " / ".join(pair(at(2700, f"realm_eval_{s}"), orqa(s)) for s in ("test", "dev")),
+             pair(orqa("test"), at(2700, "bm25_reader_eval_test"))]
+    assert f"| {world} | " + " | ".join(cells) + " |" in log
+  out = _run("paired_runs.py", "realm_eval_test", "orqa2700_eval_test", *(
+      f"{records}/quickstart_finetune2700/topical_reworded/seed_{w},"
+      f"{records}/quickstart_finetune2700/e97_orqa/reworded_world_{w}" for w in (0, 4, 5, 6)))
+  assert "mean +8.1 [+4.8, +11.4]" in out.stdout
