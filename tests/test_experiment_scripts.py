@@ -906,11 +906,13 @@ def test_e97s_orqa_at_convergence_rows_are_the_records():
   log = (ROOT / "results/EXPERIMENTS.md").read_text()
   for world in (0, 4, 5, 6):
     mine = records / "quickstart_finetune2700/e97_orqa" / f"reworded_world_{world}"
-    at = lambda steps, run: read_record(  # pylint: disable=cell-var-from-loop
-        records / f"quickstart_finetune{steps}/topical_reworded/seed_{world}" / run
-        / "record.json")
-    orqa = lambda split: read_record(mine / f"orqa2700_eval_{split}" / "record.json")  # pylint: disable=cell-var-from-loop
-    pair = lambda a, b: "{:+.1f} ± {:.1f}".format(*summary.paired_difference(a, b))
+    def at(steps, run, world=world):
+      return read_record(records / f"quickstart_finetune{steps}/topical_reworded/seed_{world}"
+                         / run / "record.json")
+    def orqa(split, mine=mine):
+      return read_record(mine / f"orqa2700_eval_{split}" / "record.json")
+    def pair(a, b):
+      return "{:+.1f} ± {:.1f}".format(*summary.paired_difference(a, b))
     cells = [f"{at(900, 'orqa_eval_test').metrics['exact_match']:.1f} -> "
              f"{orqa('test').metrics['exact_match']:.1f} "
              f"({pair(orqa('test'), at(900, 'orqa_eval_test'))})",

@@ -68,11 +68,13 @@ class IctPipeline(base.Pipeline):
   # rarely a negative, so nothing asks the document tower to encode the first name that alone
   # tells apart two people's blocks naming them by surname; the fine-tuned dense retriever
   # then ranks a namesake's block of the asked relation before the gold block for 60% of the
-  # people questions (EXPERIMENTS.md E97).
+  # people questions. Tried at 1 in EXPERIMENTS.md E97: recall falls (43.8 -> 31.8 R@5), since
+  # a pseudo-query names the person by surname and only unlearning it beats the negative.
   namesakes_per_block: int = 0
   # The probability that a pseudo-query starts with its block's title, as the questions name
   # their subject in full where the passages name a person by surname. 0: ORQA's pseudo-queries
-  # (the sentence alone), which never ask the towers to encode a first name (E97).
+  # (the sentence alone), which never ask the towers to encode a first name. Tried at 0.5 in
+  # E97 (with sibling and namesake negatives): the towers match titles and lose the subject.
   title_in_query_prob: float = 0.0
 
   def setup(self, *, model, run_dir, sequence_lengths, warm_start_params=None):

@@ -5,12 +5,12 @@
 
 INDEX_DIR holds an index's embeddings.npy and ids.npy (e.g. a fine-tuning run's index/frozen:
 ORQA's is ICT's document tower, REALM's is REALM pre-training's). Over the blocks about people,
-split 80/20 by block (seeded), a ridge-regression probe from the embedding to the one-hot
-first name, and one to the one-hot surname, is fitted on the 80 and scored on the 20 (accuracy
-of its argmax), beside the rate of the training rows' most frequent name. A person's passages name them by surname
-only, so what the index knows of the first name comes from the title; E97 found every dense
-retriever returning namesakes' blocks, and this tells an index that cannot separate them from
-a query tower that does not.
+split 80/20 by block (seeded), a ridge-regression probe from the embedding to the one-hot first
+name, and one to the one-hot surname, is fitted on the 80 and scored on the 20 (accuracy of its
+argmax), beside the rate of the training rows' most frequent name. A person's passages name them
+by surname only, so what the index knows of the first name comes from the title; E97 found every
+dense retriever returning namesakes' blocks, and this tells an index that cannot separate them
+from a query tower that does not.
 """
 import json
 import sys

@@ -4,13 +4,13 @@ the gold block (E97).
   python results/experiments/namesakes.py WORLD_DIR RECALL_RUN_DIR|bm25 [RECALL_RUN_DIR|bm25 ...]
 
 Most of the world's people share a name word with another person (83% of world 0's share a
-surname), and a person's blocks name them by surname only, so the title's first name is all
-that tells a namesake's birth-year block from the subject's. E97 found 93% of the dense REALM
-system's wrong answers from another entity's block come from a namesake's. Per recall run
-(its retrieved_validation.jsonl, NQ dev), over the questions about a person with a namesake
-(another person sharing a name word): gold@5, a namesake's block stating the asked relation in
-the top 5, and that block ranked before the gold block (or the gold block missing). With two or more runs, each
-later run's rates are also given paired against the first's (± the SE of the per-question
+surname), and a person's blocks name them by surname only, so the title's first name is all that
+tells a namesake's birth-year block from the subject's. E97 found 93% of the dense REALM
+system's wrong answers from another entity's block come from a namesake's. Per recall run (its
+retrieved_validation.jsonl, NQ dev), over the questions about a person with a namesake (another
+person sharing a name word): gold@5, a namesake's block stating the asked relation in the top 5,
+and that block ranked before the gold block (or the gold block missing). With two or more runs,
+each later run's rates are also given paired against the first's (± the SE of the per-question
 difference), e.g. REALM's zero-shot retriever against ICT's. `bm25` in place of a run is BM25's
 top 5, searched as the pipeline searches them (the reference point).
 """

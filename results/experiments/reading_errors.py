@@ -54,7 +54,7 @@ def tally(questions, answers, facts, blocks, top5, predictions) -> dict:
               else "subject" if blocks[holder]["title"] == fact["subject"] else "other")
     c[f"{'right' if right else 'wrong'}_{source}"] += 1
     if source == "other" and not right:
-      # The world's distractors share a name word with their entity (a surname: E97).
+      # Most of the world's people share a name word with another person (E97).
       c["wrong_other_namesake"] += bool(set(fact["subject"].lower().split())
                                         & set(blocks[holder]["title"].lower().split()))
   return c
@@ -86,7 +86,8 @@ def main(world, dense_retrieved, dense_predictions, bm25_predictions) -> None:
     print(f"| {name} | {pct(c['em'], n)} | {c['subject_blocks'] / n:.2f} | {pct(g, n)} | "
           f"{pct(c['em_gold'], g)} | {pct(c['em_no_gold'], n - g)} | "
           + " | ".join(pct(c[f"wrong_{s}"], wrong) for s in ("gold", "subject", "other"))
-          + f" | {pct(c['wrong_other_namesake'], c['wrong_other'])} | {pct(c['wrong_none'], wrong)} |")
+          + f" | {pct(c['wrong_other_namesake'], c['wrong_other'])}"
+          + f" | {pct(c['wrong_none'], wrong)} |")
   print(f"dev questions: {len(questions)}")
 
 
