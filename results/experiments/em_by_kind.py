@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from realm_bench.errors import InputError
+from realm_bench.reporting import summary
 from realm_bench.reporting.records import RECORD_NAME, read_record
 
 SPLIT_FILES = {"test": "test.jsonl", "dev": "dev.jsonl"}
@@ -40,11 +41,12 @@ def main(world: str, a: str, b: str) -> None:
   questions = _questions(world, split)
   outcomes = []
   for run, record in zip((a, b), records):
-    bits = record.outcomes or ""
-    if len(bits) != len(questions):
-      raise InputError(f"{len(bits)} per-question outcomes for the {len(questions)} questions "
+    found = summary.outcomes(record)
+    count = 0 if found is None else len(found)
+    if count != len(questions):
+      raise InputError(f"{count} per-question outcomes for the {len(questions)} questions "
                        f"of {split}", path=Path(run) / RECORD_NAME)
-    outcomes.append(np.array([c == "1" for c in bits], float) * 100)
+    outcomes.append(found)
   facts = [json.loads(line) for line in
            (world / "truth" / "facts.jsonl").read_text().splitlines() if line.strip()]
   kind_of = {q: f["subject_kind"] for f in facts for q in f["questions"]["nq"]}
@@ -56,10 +58,9 @@ def main(world: str, a: str, b: str) -> None:
     mask = np.ones(len(kinds), bool) if kind is None else kinds == kind
     if not mask.any():
       continue
-    d = outcomes[0][mask] - outcomes[1][mask]
-    se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
-    print(f"| {kind or 'all'} | {mask.sum()} | {outcomes[0][mask].mean():.1f} | "
-          f"{outcomes[1][mask].mean():.1f} | {d.mean():+.1f} ± {se:.1f} |")
+    diff, se = summary.paired(outcomes[0][mask], outcomes[1][mask])
+    print(f"| {kind or 'all'} | {mask.sum()} | {100 * outcomes[0][mask].mean():.1f} | "
+          f"{100 * outcomes[1][mask].mean():.1f} | {diff:+.1f} ± {se:.1f} |")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from realm_bench.errors import InputError
+from realm_bench.reporting import summary
 from realm_bench.retrieval.bm25 import Bm25Retriever
 
 
@@ -83,9 +84,9 @@ def main(world: str, runs: list[str]) -> None:
   for run, found in results[1:]:
     cells = []
     for i in range(len(names)):
-      diff = np.array([100.0 * (int(b[i]) - int(a[i])) for a, b in zip(first, found)])
-      se = diff.std(ddof=1) / np.sqrt(len(diff))
-      cells.append(f"{diff.mean():+.1f} ± {se:.1f}")
+      diff, se = summary.paired(np.array([b[i] for b in found]),
+                                np.array([a[i] for a in first]))
+      cells.append(f"{diff:+.1f} ± {se:.1f}")
     print(f"| {run} − {first_run} | | " + " | ".join(cells) + " |")
 
 
