@@ -455,15 +455,6 @@ def test_realm_variant_finetune_tunes_the_variant_as_the_realm_row(monkeypatch, 
   trained.clear()
   variant.run(tmp_path, "r10", [])
   assert [t[0] for t in trained] == ["r10"]
-  # Another ICT run as the retriever's warm start; a longer fine-tuning, warm-up a tenth.
-  trained.clear()
-  variant.run(tmp_path, "n1", [], finetune=True, ict=runs / "ict_n1", finetune_steps=2700)
-  (_, _, pre_bindings), (_, _, bindings) = trained
-  assert pre_bindings == stages_lib.pretrain_bindings(stages_lib.QuickstartConfig(),
-                                                      runs / "ict_n1", runs / "bert")
-  assert "NUM_STEPS = 2700" in bindings and "WARMUP_STEPS = 270" in bindings
-  usage = _run("realm_variant.py", str(tmp_path), "x", "--finetune_steps", "2700")
-  assert usage.returncode != 0 and "--finetune" in usage.stderr   # only with --finetune
 
 
 def test_reading_variant_tunes_and_evaluates_under_the_same_bindings(monkeypatch, tmp_path):
@@ -745,12 +736,22 @@ def test_em_by_kind_pairs_two_evaluations_per_subject_kind(tmp_path):
   assert "Traceback" not in short.stderr
 
 
+def _test_kinds(tmp_path, world: int) -> np.ndarray:
+  """Each NQ-twin test question's subject kind, from the world remade at its seed."""
+  folder = _reworded_world(tmp_path, world)
+  kind = {q: f["subject_kind"] for f in map(json.loads, (folder / "truth/facts.jsonl")
+                                            .read_text().splitlines())
+          for q in f["questions"]["nq"]}
+  return np.array([kind[json.loads(line)["question"]] for line in
+                   (folder / "open_qa/nq/test.jsonl").read_text().splitlines()])
+
+
 @pytest.mark.parametrize("world", [0, 4, 5, 6])
-def test_e97s_by_kind_rows_are_the_records(world):
+def test_e97s_by_kind_rows_are_the_records(tmp_path, world):
   """The log's per-kind REALM − BM25 reader at 2,700 steps, from the records' outcomes and the
-  kinds the world's seed gives its test questions (kept with the records)."""
+  kinds the world's seed gives its test questions."""
   records = ROOT / "results/records/quickstart_finetune2700/topical_reworded" / f"seed_{world}"
-  kinds = np.array(json.loads((records / "test_subject_kinds.json").read_text()))
+  kinds = _test_kinds(tmp_path, world)
   realm, bm25 = (np.array([c == "1" for c in json.loads(
       (records / run / "record.json").read_text())["outcomes"]], float) * 100
       for run in ("realm_eval_test", "bm25_reader_eval_test"))
@@ -810,15 +811,14 @@ def test_e97s_world_0_reading_errors_are_the_records(tmp_path):
   assert [rows["bm25"][i] for i in (2, 3, 7, 8)] == ["66.8", "60.7", "7.8", "14.6"]
 
 
-def test_e97s_people_at_900_and_2700_steps_are_the_records():
+def test_e97s_people_at_900_and_2700_steps_are_the_records(tmp_path):
   """The log's people-only REALM − BM25 reader at 900 steps and each system's change to 2,700
-  (the 900- and 2,700-step runs share their world, so the kinds kept with one serve both)."""
+  (the 900- and 2,700-step runs share their world)."""
   root = ROOT / "results/records"
   diffs, changes = [], {"realm_eval_test": [], "bm25_reader_eval_test": []}
   for world in (0, 4, 5, 6):
     folder = f"topical_reworded/seed_{world}"
-    people = np.array(json.loads((root / "quickstart_finetune2700" / folder
-                                  / "test_subject_kinds.json").read_text())) == "person"
+    people = _test_kinds(tmp_path, world) == "person"
     def em(steps, run):
       record = root / f"quickstart_finetune{steps}" / folder / run / "record.json"
       return np.array([c == "1" for c in json.loads(record.read_text())["outcomes"]],

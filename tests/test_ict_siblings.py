@@ -92,7 +92,7 @@ def test_title_in_query_prefixes_the_title_or_leaves_orqas_query(prob):
   p.seed = 0
   query = p.prepare(0, None, [0])["query_ids"][0].tolist()
   sentence = query[query.index(2) - 2:query.index(2)]
-  assert sentence in ([12, 13], [12, 13])   # "Aa bb." or "Cc dd.", each encoded as 12, 13
+  assert sentence == [12, 13]   # "Aa bb." or "Cc dd.", both encoded as 12, 13
   assert query[:query.index(2) + 1] == [1] + ([7, 8] if prob else []) + sentence + [2]
 
 

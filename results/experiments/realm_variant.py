@@ -1,7 +1,7 @@
 """A REALM pre-training variant from a quickstart's BERT and ICT runs, and its recall.
 
-  python results/experiments/realm_variant.py OUT NAME [--oracle | --random] [--ict RUN]
-      [--finetune [--finetune_steps N]] [gin bindings...]
+  python results/experiments/realm_variant.py OUT NAME [--oracle | --random] [--finetune]
+      [gin bindings...]
 
 `--oracle` makes the source block candidate 1 of every sentence (the reader test of the log:
 does the knowledge-augmented encoder learn to read a block that holds the answer?).
@@ -11,11 +11,8 @@ masking alone, without retrieval.
 `--finetune` then fine-tunes and evaluates it as the quickstart's REALM row (the bindings hold
 for pre-training only): what a variant's retriever and encoder give in exact match.
 Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev (with `--finetune`, also NAME_finetune,
-NAME_eval_test, NAME_eval_dev). `--ict RUN` warm-starts the retriever from the ICT run RUN
-(e.g. an `ict_variant.py` run) instead of OUT/runs/ict; `--finetune_steps N` fine-tunes for N
-steps instead of the quickstart's 900. A finished stage is not run again.
+NAME_eval_test, NAME_eval_dev). A finished stage is not run again.
 """
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -42,19 +39,15 @@ def random_prepare(self, step, params, raw):
   return self._batch(raw, ids[rng.integers(0, len(ids), (len(raw), self.num_candidates - 1))])
 
 
-def run(out: Path, name: str, bindings: list[str], finetune: bool = False,
-        ict: Path | None = None, finetune_steps: int | None = None) -> None:
-  """REALM pre-training NAME from OUT's BERT and ICT runs (or the ICT run `ict`) with the
-  quickstart's settings plus `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev)
-  and, with `finetune`, the REALM row's fine-tuning (for `finetune_steps`, warm-up a tenth,
-  where given) and evaluations from it."""
+def run(out: Path, name: str, bindings: list[str], finetune: bool = False) -> None:
+  """REALM pre-training NAME from OUT's BERT and ICT runs with the quickstart's settings plus
+  `bindings`, then its zero-shot recall (OUT/runs/NAME_recall_dev) and, with `finetune`, the
+  REALM row's fine-tuning and evaluations from it."""
   config = stages_lib.QuickstartConfig()
-  if finetune_steps:
-    config = dataclasses.replace(config, finetune_steps=finetune_steps)
   stages = stages_lib.Stages(out, config)
   runs = out / "runs"
   run_dir = stages.train(name, ["runs/pretrain.gin"],
-                         stages_lib.pretrain_bindings(config, ict or runs / "ict", runs / "bert")
+                         stages_lib.pretrain_bindings(config, runs / "ict", runs / "bert")
                          + bindings)
   stages.recall(name + "_recall_dev", "realm", run_dir)
   if finetune:
@@ -76,15 +69,5 @@ if __name__ == "__main__":
   tune = "--finetune" in args
   if tune:
     args.remove("--finetune")
-  values = {}
-  for option in ("--ict", "--finetune_steps"):
-    if option in args[:-1]:
-      i = args.index(option)
-      values[option] = args[i + 1]
-      del args[i:i + 2]
-  if len(args) < 2 or ("--finetune_steps" in values and not tune):
-    sys.exit(__doc__)
   sys.argv = sys.argv[:1]
-  run(Path(args[0]), args[1], args[2:], finetune=tune,
-      ict=Path(values["--ict"]) if "--ict" in values else None,
-      finetune_steps=int(values["--finetune_steps"]) if "--finetune_steps" in values else None)
+  run(Path(args[0]), args[1], args[2:], finetune=tune)
