@@ -175,6 +175,72 @@ def test_realm_variant_random_blocks_are_seeded_by_step_and_span_the_corpus():
   assert set(first.ravel()) <= set(range(100, 150)) and len(set(first.ravel())) > 40
 
 
+def _namesake_world(tmp_path) -> Path:
+  """Two namesakes (Aro Bel, Ott Bel), a person without one and a place; one block each."""
+  world = tmp_path / "world"
+  for sub in ("corpus", "truth", "open_qa/nq"):
+    (world / sub).mkdir(parents=True)
+  blocks = [(0, "Aro Bel", "Bel was born in Cadmere."), (1, "Ott Bel", "Bel was born in Kent."),
+            (2, "Dun Eck", "Eck was born in Fenwick."), (3, "Paru", "Paru has a bell.")]
+  (world / "corpus/blocks.jsonl").write_text("".join(
+      json.dumps({"id": i, "title": t, "body": b}) + "\n" for i, t, b in blocks))
+  def fact(block, subject, kind, question):
+    return {"block_id": block, "subject": subject, "subject_kind": kind,
+            "relation": "birthplace", "questions": {"nq": [question] if question else []}}
+  facts = [fact(0, "Aro Bel", "person", "where was aro bel born"),
+           fact(1, "Ott Bel", "person", "where was ott bel born"),
+           fact(2, "Dun Eck", "person", "where was dun eck born"),   # no namesake: left out
+           fact(3, "Paru", "place", None)]
+  (world / "truth/facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in facts))
+  dev = ["where was aro bel born", "where was ott bel born", "where was dun eck born"]
+  (world / "open_qa/nq/dev.jsonl").write_text("".join(
+      json.dumps({"question": q, "answer": [a]}) + "\n"
+      for q, a in zip(dev, ["Cadmere", "Kent", "Fenwick"])))
+  return world
+
+
+def test_realm_variant_forces_the_source_and_a_namesakes_block_first(tmp_path):
+  import types  # pylint: disable=g-import-not-at-top
+  variant = _load("realm_variant")
+  decoys = variant.namesake_blocks(_namesake_world(tmp_path))
+  assert decoys == {0: [1], 1: [0]}
+  fake = types.SimpleNamespace(
+      lengths=types.SimpleNamespace(query=4), num_candidates=4, _batch=lambda raw, ids: ids,
+      towers=types.SimpleNamespace(embed_queries=lambda params, ids, batch_size: ids),
+      refresher=types.SimpleNamespace(index=types.SimpleNamespace(
+          search=lambda q, k: (None, np.array([[3, 0, 2, 1, 5][:k]] * len(q))))))
+  raw = [{"inputs": [1], "block_id": 0}, {"inputs": [2], "block_id": 2}]
+  both = variant.forced_prepare(oracle=True, decoys=decoys)(fake, 0, None, raw)
+  # Source, namesake's block, then the retrieved blocks not already there; Dun Eck has no
+  # namesake, so only his source block is forced.
+  assert both.tolist() == [[0, 1, 3], [2, 3, 0]]
+  named = variant.forced_prepare(oracle=False, decoys=decoys)(fake, 0, None, raw)
+  assert named.tolist() == [[1, 3, 0], [3, 0, 2]]
+  oracle = variant.forced_prepare(oracle=True, decoys=None)(fake, 0, None, raw)
+  assert oracle.tolist() == [[0, 3, 2], [2, 3, 0]]
+
+
+def test_namesake_reading_splits_exact_match_by_the_top_5(tmp_path):
+  world = _namesake_world(tmp_path)
+  dev = [json.loads(line)["question"] for line in
+         (world / "open_qa/nq/dev.jsonl").read_text().splitlines()]
+  (tmp_path / "a").mkdir()
+  # Aro Bel: gold first, the namesake's block second; Ott Bel: gold and no namesake's block.
+  (tmp_path / "a/retrieved_validation.jsonl").write_text("".join(
+      json.dumps({"question": q, "retrieved": r}) + "\n"
+      for q, r in zip(dev, [[0, 1], [1, 3], [2]])))
+  (tmp_path / "p.jsonl").write_text("".join(
+      json.dumps({"question": q, "prediction": p}) + "\n"
+      for q, p in zip(dev, ["Kent", "Kent", "Fenwick"])))
+  out = _run("namesake_reading.py", str(world), str(tmp_path / "a"), str(tmp_path / "p.jsonl"))
+  assert out.returncode == 0, out.stderr
+  row = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
+  assert row == ["1, 100.0", "1, 0.0", "0, -", "0, -", "-100.0 ± 0.0"]
+  (tmp_path / "p.jsonl").write_text('{"question": "elsewhere", "prediction": "x"}\n')
+  bad = _run("namesake_reading.py", str(world), str(tmp_path / "a"), str(tmp_path / "p.jsonl"))
+  assert bad.returncode != 0 and "p.jsonl" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_readme_quotes_the_default_world_differences_at_900_steps():
   out = _run("seed_table.py", str(RECORDS / "quickstart_finetune900" / "default" / "seed_0"))
   assert out.returncode == 0, out.stderr
@@ -673,24 +739,8 @@ def test_e96s_held_out_convergence_rows_are_the_records(world, quotes):
 
 
 def test_namesakes_counts_a_namesakes_block_before_gold(tmp_path):
-  world = tmp_path / "world"
-  for sub in ("corpus", "truth", "open_qa/nq"):
-    (world / sub).mkdir(parents=True)
-  blocks = [(0, "Aro Bel", "Bel was born in Cadmere."), (1, "Ott Bel", "Bel was born in Kent."),
-            (2, "Dun Eck", "Eck was born in Fenwick."), (3, "Paru", "Paru has a bell.")]
-  (world / "corpus/blocks.jsonl").write_text("".join(
-      json.dumps({"id": i, "title": t, "body": b}) + "\n" for i, t, b in blocks))
-  def fact(block, subject, kind, question):
-    return {"block_id": block, "subject": subject, "subject_kind": kind,
-            "relation": "birthplace", "questions": {"nq": [question] if question else []}}
-  facts = [fact(0, "Aro Bel", "person", "where was aro bel born"),
-           fact(1, "Ott Bel", "person", "where was ott bel born"),
-           fact(2, "Dun Eck", "person", "where was dun eck born"),   # no namesake: left out
-           fact(3, "Paru", "place", None)]
-  (world / "truth/facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in facts))
+  world = _namesake_world(tmp_path)
   dev = ["where was aro bel born", "where was ott bel born", "where was dun eck born"]
-  (world / "open_qa/nq/dev.jsonl").write_text("".join(
-      json.dumps({"question": q, "answer": ["x"]}) + "\n" for q in dev))
   for run, lists in (("a", [[1, 0], [0, 3], [2]]), ("b", [[0, 1], [1, 0], [2]])):
     (tmp_path / run).mkdir()
     (tmp_path / run / "retrieved_validation.jsonl").write_text("".join(

@@ -40,6 +40,11 @@ def namesakes(subject: str, subjects) -> set[str]:
 def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
   """(gold in top 5, a namesake's same-relation block in top 5, it ranks before gold), per
   dev question about a person with a namesake, in the dev split's order."""
+  return [found[1:] for found in positions(world, run_dir)]
+
+
+def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool]]:
+  """`outcomes` with each question's index in the dev split first."""
   facts = _jsonl(world / "truth" / "facts.jsonl")
   relation_blocks = {}
   for f in facts:
@@ -56,7 +61,7 @@ def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
     raise InputError("its questions are not the NQ twin's dev split, in order",
                      path=run_dir / "retrieved_validation.jsonl")
   found = []
-  for row in rows:
+  for i, row in enumerate(rows):
     fact = owner[row["question"]]
     others = namesakes(fact["subject"], people)
     if fact["subject_kind"] != "person" or not others:
@@ -65,7 +70,7 @@ def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
     top = row["retrieved"][:5]
     gold = top.index(fact["block_id"]) if fact["block_id"] in top else len(top)
     first_decoy = min((i for i, b in enumerate(top) if b in decoys), default=None)
-    found.append((gold < len(top), first_decoy is not None,
+    found.append((i, gold < len(top), first_decoy is not None,
                   first_decoy is not None and first_decoy < gold))
   return found
 

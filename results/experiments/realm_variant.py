@@ -1,10 +1,15 @@
 """A REALM pre-training variant from a quickstart's BERT and ICT runs, and its recall.
 
-  python results/experiments/realm_variant.py OUT NAME [--oracle | --random] [--finetune]
-      [gin bindings...]
+  python results/experiments/realm_variant.py OUT NAME [--oracle] [--namesakes] [--random]
+      [--finetune] [gin bindings...]
 
 `--oracle` makes the source block candidate 1 of every sentence (the reader test of the log:
 does the knowledge-augmented encoder learn to read a block that holds the answer?).
+`--namesakes` makes a namesake's block candidate 1 (after the source block with `--oracle`):
+a block of another person sharing a word of the sentence's subject's name that states the same
+relation, so that only the title's first name says it does not hold the answer (E98: does the
+encoder learn to check the title against the sentence when REALM pre-training shows it
+namesakes?). Sentences without such a block keep their retrieved candidates.
 `--random` gives every sentence uniformly random blocks in place of the retrieved ones (seeded
 by the step): the control for what an encoder gains from REALM's pre-training text and
 masking alone, without retrieval.
@@ -13,6 +18,8 @@ for pre-training only): what a variant's retriever and encoder give in exact mat
 Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev (with `--finetune`, also NAME_finetune,
 NAME_eval_test, NAME_eval_dev). A finished stage is not run again.
 """
+import collections
+import json
 import sys
 from pathlib import Path
 
@@ -22,14 +29,46 @@ from realm_bench import stages as stages_lib
 from realm_bench.pipelines import batching, realm
 
 
-def oracle_prepare(self, step, params, raw):
-  del step
-  query_ids = batching.pad_rows([e["inputs"] for e in raw], self.lengths.query)
-  q = self.towers.embed_queries(params, query_ids, batch_size=len(raw))
-  _, retrieved = self.refresher.index.search(q, self.num_candidates - 1)
-  source = np.array([e["block_id"] for e in raw])
-  rest = batching.select_candidates(retrieved, source, self.num_candidates - 2)
-  return self._batch(raw, np.concatenate([source[:, None], rest], axis=1))
+def namesake_blocks(world: Path) -> dict[int, list[int]]:
+  """Each block stating a person's fact -> the blocks of that person's namesakes (other people
+  sharing a name word) stating a fact of the same relation."""
+  facts = [json.loads(line) for line in (world / "truth" / "facts.jsonl").open()]
+  people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
+  by_word = collections.defaultdict(set)
+  for person in people:
+    for word in person.lower().split():
+      by_word[word].add(person)
+  relation_blocks = collections.defaultdict(set)
+  for f in facts:
+    relation_blocks[(f["subject"], f["relation"])].add(f["block_id"])
+  out = collections.defaultdict(set)
+  for f in facts:
+    if f["subject"] not in people:
+      continue
+    others = set().union(*(by_word[w] for w in f["subject"].lower().split())) - {f["subject"]}
+    for other in others:
+      out[f["block_id"]] |= relation_blocks.get((other, f["relation"]), set())
+  return {block: sorted(decoys) for block, decoys in out.items() if decoys}
+
+
+def forced_prepare(*, oracle: bool, decoys: dict[int, list[int]] | None):
+  """A `RealmPipeline.prepare` whose first candidates are forced: the source block (`oracle`),
+  then a namesake's block (`decoys`, one drawn per sentence, seeded by the step)."""
+  def prepare(self, step, params, raw):
+    query_ids = batching.pad_rows([e["inputs"] for e in raw], self.lengths.query)
+    q = self.towers.embed_queries(params, query_ids, batch_size=len(raw))
+    _, retrieved = self.refresher.index.search(q, self.num_candidates + 1)
+    rng = np.random.default_rng(step)
+    rows = []
+    for e, found in zip(raw, retrieved):
+      source = int(e["block_id"])
+      forced = [source] if oracle else []
+      if decoys and decoys.get(source):
+        forced.append(int(rng.choice(decoys[source])))
+      rest = [int(b) for b in found if b not in forced]
+      rows.append((forced + rest)[:self.num_candidates - 1])
+    return self._batch(raw, np.array(rows, np.int64))
+  return prepare
 
 
 def random_prepare(self, step, params, raw):
@@ -60,9 +99,11 @@ def run(out: Path, name: str, bindings: list[str], finetune: bool = False) -> No
 
 if __name__ == "__main__":
   args = sys.argv[1:]
-  if "--oracle" in args:
-    args.remove("--oracle")
-    realm.RealmPipeline.prepare = oracle_prepare
+  oracle, named = "--oracle" in args, "--namesakes" in args
+  if oracle or named:
+    args = [a for a in args if a not in ("--oracle", "--namesakes")]
+    realm.RealmPipeline.prepare = forced_prepare(
+        oracle=oracle, decoys=namesake_blocks(Path(args[0]) / "world") if named else None)
   elif "--random" in args:
     args.remove("--random")
     realm.RealmPipeline.prepare = random_prepare

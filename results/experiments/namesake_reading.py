@@ -1,0 +1,72 @@
+"""Whether a reader tells a person from their namesakes (E98): exact match by what its top 5
+holds.
+
+  python results/experiments/namesake_reading.py WORLD_DIR RECALL_RUN_DIR PREDICTIONS \
+      [RECALL_RUN_DIR PREDICTIONS ...]
+
+RECALL_RUN_DIR is a `recall` run's folder on the fine-tuning run (its query tower over its
+frozen index: the blocks the evaluation read), PREDICTIONS that evaluation's
+predictions_validation.jsonl (NQ dev). Over the dev questions about a person with a namesake
+(`namesakes.py`), exact match when the top 5 holds the gold block and no namesake's block of the
+asked relation, when it holds both (the namesake's after or before the gold block), and when it
+misses the gold block. A reader that checks the title's first name against the question answers
+as well with a namesake's block beside the gold block as without one; one that does not picks
+between the two surnames' answers by other cues. The last column is that difference, both
+and none, ± its SE (two independent groups of questions).
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import namesakes
+from realm_bench.errors import InputError
+from realm_bench.tasks.metrics import exact_match
+
+CASES = ("gold, no namesake's block", "gold, namesake's block after", "gold, namesake's block "
+         "before", "no gold")
+
+
+def cases(world: Path, run_dir: Path, predictions: Path) -> dict[str, list[bool]]:
+  """Each case -> the exact matches of its questions."""
+  dev = namesakes._jsonl(world / "open_qa" / "nq" / "dev.jsonl")  # pylint: disable=protected-access
+  preds = namesakes._jsonl(predictions)  # pylint: disable=protected-access
+  if [p["question"] for p in preds] != [d["question"] for d in dev]:
+    raise InputError("its questions are not the NQ twin's dev split, in order", path=predictions)
+  out = {case: [] for case in CASES}
+  for i, gold, named, first in namesakes.positions(world, run_dir):
+    case = CASES[3] if not gold else CASES[0] if not named else CASES[2] if first else CASES[1]
+    out[case].append(bool(exact_match(preds[i]["prediction"], dev[i]["answer"])))
+  return out
+
+
+def _em(hits: list[bool]) -> tuple[float, float] | None:
+  if not hits:
+    return None
+  x = np.array(hits, float) * 100
+  return x.mean(), x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
+
+
+def main(world: str, pairs: list[str]) -> None:
+  world = Path(world)
+  print("| recall run | " + " | ".join(f"{c}: n, EM" for c in CASES)
+        + " | both − none, EM |")
+  print("|---|" + "---:|" * (len(CASES) + 1))
+  for run, predictions in zip(pairs[::2], pairs[1::2]):
+    found = cases(world, Path(run), Path(predictions))
+    cells = [f"{len(found[c])}, " + (f"{_em(found[c])[0]:.1f}" if found[c] else "-")
+             for c in CASES]
+    none, both = _em(found[CASES[0]]), _em(found[CASES[1]] + found[CASES[2]])
+    cells.append(f"{both[0] - none[0]:+.1f} ± {np.hypot(none[1], both[1]):.1f}"
+                 if none and both else "-")
+    print(f"| {run} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+  if len(sys.argv) < 4 or len(sys.argv) % 2:
+    sys.exit(__doc__)
+  try:
+    main(sys.argv[1], sys.argv[2:])
+  except InputError as e:
+    sys.exit(f"namesake_reading.py: {e}")
