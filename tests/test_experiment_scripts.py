@@ -235,7 +235,7 @@ def test_namesake_reading_splits_exact_match_by_the_top_5(tmp_path):
   out = _run("namesake_reading.py", str(world), str(tmp_path / "a"), str(tmp_path / "p.jsonl"))
   assert out.returncode == 0, out.stderr
   row = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
-  assert row == ["1, 100.0", "1, 0.0", "0, -", "0, -", "-100.0 ± 0.0"]
+  assert row == ["1, 100.0", "1, 0.0", "0, -", "0, -", "50.0", "-100.0 ± 0.0"]
   (tmp_path / "p.jsonl").write_text('{"question": "elsewhere", "prediction": "x"}\n')
   bad = _run("namesake_reading.py", str(world), str(tmp_path / "a"), str(tmp_path / "p.jsonl"))
   assert bad.returncode != 0 and "p.jsonl" in bad.stderr and "Traceback" not in bad.stderr

@@ -11,8 +11,10 @@ predictions_validation.jsonl (NQ dev). Over the dev questions about a person wit
 asked relation, when it holds both (the namesake's after or before the gold block), and when it
 misses the gold block. A reader that checks the title's first name against the question answers
 as well with a namesake's block beside the gold block as without one; one that does not picks
-between the two surnames' answers by other cues. The last column is that difference, both
-and none, ± its SE (two independent groups of questions).
+between the two surnames' answers by other cues: "name-blind" is the exact match of a reader that
+picks uniformly among the gold block and the namesakes' blocks in the top 5 (the mean of 1 / (1
++ their number) over the questions with both). The last column is the difference, both and
+none, ± its SE (two independent groups of questions).
 """
 import json
 import sys
@@ -28,17 +30,19 @@ CASES = ("gold, no namesake's block", "gold, namesake's block after", "gold, nam
          "before", "no gold")
 
 
-def cases(world: Path, run_dir: Path, predictions: Path) -> dict[str, list[bool]]:
-  """Each case -> the exact matches of its questions."""
+def cases(world: Path, run_dir: Path, predictions: Path) -> tuple[dict[str, list[bool]], float]:
+  """Each case -> the exact matches of its questions; the name-blind reader's exact match."""
   dev = namesakes._jsonl(world / "open_qa" / "nq" / "dev.jsonl")  # pylint: disable=protected-access
   preds = namesakes._jsonl(predictions)  # pylint: disable=protected-access
   if [p["question"] for p in preds] != [d["question"] for d in dev]:
     raise InputError("its questions are not the NQ twin's dev split, in order", path=predictions)
-  out = {case: [] for case in CASES}
-  for i, gold, named, first in namesakes.positions(world, run_dir):
+  out, blind = {case: [] for case in CASES}, []
+  for i, gold, named, first, decoys in namesakes.positions(world, run_dir):
     case = CASES[3] if not gold else CASES[0] if not named else CASES[2] if first else CASES[1]
     out[case].append(bool(exact_match(preds[i]["prediction"], dev[i]["answer"])))
-  return out
+    if gold and named:
+      blind.append(100 / (1 + decoys))
+  return out, float(np.mean(blind)) if blind else float("nan")
 
 
 def _em(hits: list[bool]) -> tuple[float, float] | None:
@@ -51,12 +55,13 @@ def _em(hits: list[bool]) -> tuple[float, float] | None:
 def main(world: str, pairs: list[str]) -> None:
   world = Path(world)
   print("| recall run | " + " | ".join(f"{c}: n, EM" for c in CASES)
-        + " | both − none, EM |")
-  print("|---|" + "---:|" * (len(CASES) + 1))
+        + " | name-blind, EM | both − none, EM |")
+  print("|---|" + "---:|" * (len(CASES) + 2))
   for run, predictions in zip(pairs[::2], pairs[1::2]):
-    found = cases(world, Path(run), Path(predictions))
+    found, blind = cases(world, Path(run), Path(predictions))
     cells = [f"{len(found[c])}, " + (f"{_em(found[c])[0]:.1f}" if found[c] else "-")
              for c in CASES]
+    cells.append(f"{blind:.1f}" if blind == blind else "-")
     none, both = _em(found[CASES[0]]), _em(found[CASES[1]] + found[CASES[2]])
     cells.append(f"{both[0] - none[0]:+.1f} ± {np.hypot(none[1], both[1]):.1f}"
                  if none and both else "-")

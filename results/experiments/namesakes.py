@@ -40,11 +40,12 @@ def namesakes(subject: str, subjects) -> set[str]:
 def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
   """(gold in top 5, a namesake's same-relation block in top 5, it ranks before gold), per
   dev question about a person with a namesake, in the dev split's order."""
-  return [found[1:] for found in positions(world, run_dir)]
+  return [found[1:4] for found in positions(world, run_dir)]
 
 
-def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool]]:
-  """`outcomes` with each question's index in the dev split first."""
+def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool, int]]:
+  """`outcomes` with each question's index in the dev split first and the number of namesake's
+  blocks in the top 5 last."""
   facts = _jsonl(world / "truth" / "facts.jsonl")
   relation_blocks = {}
   for f in facts:
@@ -71,7 +72,8 @@ def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool]]:
     gold = top.index(fact["block_id"]) if fact["block_id"] in top else len(top)
     first_decoy = min((i for i, b in enumerate(top) if b in decoys), default=None)
     found.append((i, gold < len(top), first_decoy is not None,
-                  first_decoy is not None and first_decoy < gold))
+                  first_decoy is not None and first_decoy < gold,
+                  sum(b in decoys for b in top)))
   return found
 
 
