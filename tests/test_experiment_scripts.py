@@ -973,3 +973,45 @@ def test_e97s_orqa_at_convergence_rows_are_the_records():
       f"{records}/quickstart_finetune2700/topical_reworded/seed_{w},"
       f"{records}/quickstart_finetune2700/e97_orqa/reworded_world_{w}" for w in (0, 4, 5, 6)))
   assert "mean +8.1 [+4.8, +11.4]" in out.stdout
+
+
+E98_READING_2700 = {0: "121, 86.0 | 145, 25.5 | 301, 16.3 | 137, 1.5 | 37.8 | -66.7 ± 3.7",
+                    4: "130, 92.3 | 162, 26.5 | 272, 24.3 | 158, 0.6 | 37.6 | -67.2 ± 3.1",
+                    5: "150, 71.3 | 160, 26.9 | 299, 15.7 | 102, 0.0 | 38.2 | -51.7 ± 4.1",
+                    6: "135, 80.7 | 161, 26.7 | 295, 18.3 | 103, 0.0 | 37.1 | -59.5 ± 3.9"}
+
+
+@pytest.mark.parametrize("world", [0, 4, 5, 6])
+def test_e98s_namesake_reading_at_2700_steps_is_the_records(tmp_path, world):
+  records = ROOT / "results/records/quickstart_finetune2700"
+  out = _run("namesake_reading.py", str(_reworded_world(tmp_path, world)),
+             str(records / "e97_reading" / f"reworded_world_{world}" / "realm_ft_recall_dev"),
+             str(records / "topical_reworded" / f"seed_{world}" / "realm_eval_dev"
+                 / "predictions_validation.jsonl"))
+  assert out.returncode == 0, out.stderr
+  row = out.stdout.splitlines()[2].split("|", 2)[2].strip()
+  assert row == E98_READING_2700[world] + " |"
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  assert f"| {world} | {E98_READING_2700[world]} |" in log
+
+
+def test_e98s_pretraining_variants_read_alike_on_namesakes(tmp_path):
+  """World 0 at 900 steps: REALM, random blocks, the source block forced, the source and a
+  namesake's block forced."""
+  r900 = ROOT / "results/records/quickstart_finetune900"
+  e98 = r900 / "e98_namesake_reading/reworded_world_0"
+  pairs = [(e98 / "realm_finetune_recall_dev",
+            r900 / "topical_reworded/seed_0/realm_eval_dev"),
+           (e98 / "realm_random_finetune_recall_dev",
+            r900 / "e96_variants/reworded_world_0/realm_random_eval_dev"),
+           (e98 / "realm_oracle_finetune_recall_dev", e98 / "realm_oracle_eval_dev"),
+           (e98 / "realm_nsk_oracle_finetune_recall_dev", e98 / "realm_nsk_oracle_eval_dev")]
+  out = _run("namesake_reading.py", str(_reworded_world(tmp_path, 0)),
+             *(str(p) for run, evaluation in pairs
+               for p in (run, evaluation / "predictions_validation.jsonl")))
+  assert out.returncode == 0, out.stderr
+  rows = [line.split("|", 2)[2].strip() for line in out.stdout.splitlines()[2:]]
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  for name, row in zip(("REALM", "random blocks", "source forced", "source and namesake forced"),
+                       rows):
+    assert f"| {name} | {row}" in log, (name, row)
