@@ -201,6 +201,43 @@ def test_negative_pairs_are_labelled_for_the_next_sentence_loss():
   assert "next_is_random" not in pipeline.prepare(0, None, examples)
 
 
+def test_namesake_negatives_are_a_namesakes_statement_of_the_same_relation():
+  import types  # pylint: disable=g-import-not-at-top
+  from realm_bench.pipelines import mlm  # pylint: disable=g-import-not-at-top
+  # Blocks 5 (Aro Bel: title ids 60 61), 6 (Ott Bel: 62 61), 7 (Dun Eck: 63 64). Word 70 is
+  # "born", 71 "died"; 1 the mask.
+  titles = {5: ("Aro Bel", [60, 61]), 6: ("Ott Bel", [62, 61]), 7: ("Dun Eck", [63, 64])}
+  rows = sorted(titles)
+  corpus = types.SimpleNamespace(row=rows.index, titles=[titles[b][0] for b in rows],
+                                 title_ids=[titles[b][1] for b in rows])
+  def sentence(block, ids, target):
+    return {"inputs": np.array([2, *ids, 1, 3]), "block_id": block,
+            "targets": np.array([0] * (len(ids) + 1) + [target, 0])}
+  examples = [sentence(5, [60, 61, 70], 80), sentence(5, [61, 70], 80),    # Aro Bel born 80
+              sentence(6, [62, 61, 70], 81), sentence(6, [62, 61, 71], 82),  # Ott Bel
+              sentence(7, [63, 64, 70], 83)]                                  # no namesake
+  near = mlm.namesake_sentences(examples, corpus)
+  # Aro Bel's sentences: Ott Bel's birth sentence (shares "born" outside the names), not his
+  # death one; Dun Eck has no namesake.
+  assert near == [[2], [2], [0, 1], [0, 1], []]
+  pipeline = mlm.MlmPipeline(pair_restatements=True, max_masks=2, namesake_negative_rate=0.5)
+  pipeline.restatements, pipeline.namesakes = mlm.restatements_of(examples), near
+  pipeline.examples, pipeline.input_len, pipeline.specials = examples, 12, SPECIALS
+  seconds = set()
+  for step in range(20):
+    pipeline.seed = step
+    b = pipeline.prepare(step, None, examples[:1])
+    second = tuple(b["input_ids"][0, 6:10])
+    seconds.add(second)
+    assert b["next_is_random"][0] == int(second[0] == 62)
+  # Its restatement (filled in), or Ott Bel's birth sentence (filled in).
+  assert seconds == {(61, 70, 80, 3), (62, 61, 70, 81)}
+  with pytest.raises(InputError, match="positive rate"):
+    mlm.MlmPipeline(pretrain_task="x", negative_rate=0.5, namesake_negative_rate=0.5).setup(
+        model=types.SimpleNamespace(vocabulary=None), run_dir=None,
+        sequence_lengths=types.SimpleNamespace(query=4))
+
+
 def test_sentences_then_blocks_is_the_list_without_holding_it():
   from realm_bench.pipelines import base, mlm  # pylint: disable=g-import-not-at-top
   sentences = [{"inputs": np.array([2, 1, 3]), "block_id": 0}, {"inputs": np.array([2, 3])}]

@@ -17,6 +17,10 @@
   reader of retrieved blocks, most of which do not hold the fact, has to decide. Those
   batches say which rows are random (`next_is_random`, over the rows with a second segment,
   `next_sentence_weights`), for BERT's next-sentence loss (`MlmModel.next_sentence_weight`).
+  With `namesake_negative_rate` that fraction of second segments is a namesake's statement
+  instead (`namesake_sentences`): a reader that fills the span from the other segment whatever
+  its subject answers a person's question from a namesake's block, which is what REALM's
+  reader does (results/EXPERIMENTS.md E98); here the two segments differ only in the name.
 - `ClosedBookPipeline`: a question followed by `answer_len` [MASK] slots; the model fills in
   the answer's wordpieces and a closing [SEP] from its parameters alone (the paper's T5 rows
   answer from memory too). It can only know what pre-training stated, which is the point of
@@ -24,6 +28,7 @@
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Sequence
 
@@ -66,6 +71,41 @@ def restatements_of(examples: list[dict]) -> list[list[int]]:
           else [] for i, e in enumerate(examples)]
 
 
+def namesake_sentences(examples: Sequence[dict], corpus) -> list[list[int]]:
+  """For each sentence, the sentences of its namesakes' blocks (titles other than its block's
+  that share a word with it: "Krubi Kibarai" for "Losou Kibarai") that share the most
+  wordpieces with it outside the two titles: a namesake's statement of the same relation where
+  there is one. Found from the corpus's titles, as at paper scale."""
+  rows = {int(e["block_id"]): corpus.row(int(e["block_id"]))
+          for e in examples if int(e["block_id"]) >= 0}
+  by_word = collections.defaultdict(set)
+  for block, row in rows.items():
+    for word in set(corpus.titles[row].lower().split()):
+      by_word[word].add(block)
+  by_block = collections.defaultdict(list)
+  for i, e in enumerate(examples):
+    by_block[int(e["block_id"])].append(i)
+  words = [set(np.asarray(e["inputs"]).tolist()) | set(np.asarray(e["targets"]).tolist())
+           for e in examples]
+  out = []
+  for i, e in enumerate(examples):
+    block = int(e["block_id"])
+    if block < 0:
+      out.append([])
+      continue
+    title = corpus.titles[rows[block]]
+    near = set().union(*(by_word[w] for w in set(title.lower().split())))
+    near = [b for b in near if corpus.titles[rows[b]] != title]
+    own = set(np.asarray(corpus.title_ids[rows[block]]).tolist()) | {0}
+    scored = collections.defaultdict(list)
+    for b in near:
+      names = own | set(np.asarray(corpus.title_ids[rows[b]]).tolist())
+      for j in by_block[b]:
+        scored[len((words[i] & words[j]) - names)].append(j)
+    out.append(sorted(scored[max(scored)]) if scored else [])
+  return out
+
+
 @gin.configurable
 @dataclasses.dataclass
 class MlmPipeline(base.Pipeline):
@@ -75,6 +115,7 @@ class MlmPipeline(base.Pipeline):
   corpus_task: str | None = None
   pair_restatements: bool = False
   negative_rate: float = 0.0
+  namesake_negative_rate: float = 0.0
   max_masks: int = 10
   mask_rate: float = 0.15
 
@@ -86,6 +127,14 @@ class MlmPipeline(base.Pipeline):
     del warm_start_params
     if not (self.pretrain_task or self.corpus_task):
       raise InputError("give a pretrain_task, a corpus_task or both", field="MlmPipeline")
+    if not (self.namesake_negative_rate >= 0.0
+            and self.negative_rate + self.namesake_negative_rate < 1.0):
+      raise InputError(f"with negative_rate {self.negative_rate} must leave a positive rate of "
+                       f"restatements, got {self.namesake_negative_rate}",
+                       field="MlmPipeline.namesake_negative_rate")
+    if self.namesake_negative_rate and not (self.pair_restatements and self.corpus_task):
+      raise InputError("namesake negatives need pair_restatements and a corpus_task (the "
+                       "blocks' titles)", field="MlmPipeline.namesake_negative_rate")
     self.lengths = sequence_lengths
     self.specials = base.specials_of(model.vocabulary)
     self.examples, self.input_len = [], 0
@@ -106,6 +155,8 @@ class MlmPipeline(base.Pipeline):
     if self.corpus_task:
       base.check_task_vocabulary(self.corpus_task, model.vocabulary)
       self.corpus = token_file.for_run(self.corpus_task, sequence_lengths.block, run_dir)
+      if self.namesake_negative_rate:
+        self.namesakes = namesake_sentences(self.examples, self.corpus)
       self.examples = _SentencesThenBlocks(self.examples, len(self.corpus.ids))
       self.input_len = max(self.input_len, sequence_lengths.block)
 
@@ -149,6 +200,11 @@ class MlmPipeline(base.Pipeline):
         if self.negative_rate and rng.random() < self.negative_rate:
           other = self._other_block_sentence(e, rng)
           is_random[i] = 1
+        elif (self.namesake_negative_rate and self.namesakes[e["index"]]
+              and rng.random() < self.namesake_negative_rate / (1.0 - self.negative_rate)):
+          near = self.namesakes[e["index"]]
+          other = self.examples[near[int(rng.integers(len(near)))]]
+          is_random[i] = 1
         second = np.asarray(other["inputs"])[1:]   # without its [CLS]
         second = np.where(second == self.specials.mask, np.asarray(other["targets"])[1:], second)
         inputs = np.concatenate([e["inputs"], second]).astype(np.int32)
@@ -160,7 +216,7 @@ class MlmPipeline(base.Pipeline):
         types.append(np.zeros(len(e["inputs"]), np.int32))
     batch = batching.mlm_batch(examples, input_len=self.input_len, max_masks=self.max_masks)
     batch["input_types"] = batching.pad_rows(types, self.input_len)
-    if self.negative_rate:
+    if self.negative_rate or self.namesake_negative_rate:
       batch["next_is_random"], batch["next_sentence_weights"] = is_random, paired
     return batch
 
