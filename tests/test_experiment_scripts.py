@@ -1015,3 +1015,19 @@ def test_e98s_pretraining_variants_read_alike_on_namesakes(tmp_path):
   for name, row in zip(("REALM", "random blocks", "source forced", "source and namesake forced"),
                        rows):
     assert f"| {name} | {row}" in log, (name, row)
+
+
+def test_e98s_deeper_tower_rows_are_the_records(tmp_path):
+  deep = ROOT / "results/records/quickstart_finetune900/e98_deep"
+  out = _run("seed_table.py", str(deep / "reworded_world_0"))
+  assert out.returncode == 0, out.stderr
+  row = [line for line in out.stdout.splitlines() if line.startswith("| 0 |")][0]
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  assert "| 4 x 128 |" + row[len("| 0 |"):] in log
+  out = _run("namesake_reading.py", str(_reworded_world(tmp_path, 0)),
+             str(deep / "reading_world_0/realm_finetune_recall_dev"),
+             str(deep / "reworded_world_0/realm_eval_dev/predictions_validation.jsonl"))
+  assert out.returncode == 0, out.stderr
+  cells = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
+  quoted = " | ".join(cells[:4]) + f" | blind {cells[4]} | both − none {cells[5]}"
+  assert quoted in " ".join(log.split()), quoted
