@@ -1056,3 +1056,22 @@ def test_e98s_deeper_tower_rows_are_the_records(tmp_path):
   cells = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
   quoted = " | ".join(cells[:4]) + f" | blind {cells[4]} | both − none {cells[5]}"
   assert quoted in " ".join(log.split()), quoted
+
+
+def test_e98s_bert_namesake_negatives_are_the_records(tmp_path):
+  folder = ROOT / "results/records/quickstart_finetune900/e98_bert_namesakes"
+  quickstart = ROOT / "results/records/quickstart_finetune900/topical_reworded/seed_0"
+  log = " ".join((ROOT / "results/EXPERIMENTS.md").read_text().split())
+  for run, quoted in (("realm_eval_test", "REALM EM -1.0 ± 1.4 test"),
+                      ("realm_eval_dev", "-0.3 ± 1.4 dev"), ("ict_recall_dev", "R@5 -7.3 ± 1.3"),
+                      ("realm_recall_dev", "REALM R@5 -6.3 ± 1.5")):
+    out = _run("paired_runs.py", run, run, f"{folder / 'reworded_world_0'},{quickstart}")
+    assert out.returncode == 0, out.stderr
+    found = re.search(r"[-+]\d+\.\d ± \d+\.\d", quoted).group()
+    assert out.stdout.splitlines()[0].endswith(found), (run, out.stdout)
+    assert quoted in log
+  out = _run("namesake_reading.py", str(_reworded_world(tmp_path, 0)),
+             str(folder / "reading_world_0/realm_finetune_recall_dev"),
+             str(folder / "reworded_world_0/realm_eval_dev/predictions_validation.jsonl"))
+  cells = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
+  assert " | ".join(cells[:4]) + f" | blind {cells[4]} | both − none {cells[5]}" in log
