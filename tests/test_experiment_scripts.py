@@ -1075,3 +1075,17 @@ def test_e98s_bert_namesake_negatives_are_the_records(tmp_path):
              str(folder / "reworded_world_0/realm_eval_dev/predictions_validation.jsonl"))
   cells = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
   assert " | ".join(cells[:4]) + f" | blind {cells[4]} | both − none {cells[5]}" in log
+
+
+def test_e98s_ranges_in_the_readme_and_log_are_the_rows():
+  rows = [[c.strip() for c in row.split("|")] for row in E98_READING_2700.values()]
+  none = [float(r[0].split(", ")[1]) for r in rows]
+  both = [float(r[i].split(", ")[1]) for r in rows for i in (1, 2)]
+  blind = [float(r[4]) for r in rows]
+  quoted = (f"{min(none):.0f}-{max(none):.0f}% of people questions when no namesake's block",
+            f"and {min(both):.0f}-{max(both):.0f}% when one is, below the {max(blind):.0f}%")
+  assert (min(none), max(none), min(both), max(both), round(max(blind))) == (71.3, 92.3, 15.7,
+                                                                             26.9, 38)
+  for text in ("README.md", "results/EXPERIMENTS.md"):
+    flat = " ".join((ROOT / text).read_text().split())
+    assert quoted[0] in flat and quoted[1] in flat, (text, quoted)
