@@ -1044,11 +1044,12 @@ def test_e98s_pretraining_variants_read_alike_on_namesakes(tmp_path):
 
 def test_e98s_deeper_tower_rows_are_the_records(tmp_path):
   deep = ROOT / "results/records/quickstart_finetune900/e98_deep"
-  out = _run("seed_table.py", str(deep / "reworded_world_0"))
-  assert out.returncode == 0, out.stderr
-  row = [line for line in out.stdout.splitlines() if line.startswith("| 0 |")][0]
   log = (ROOT / "results/EXPERIMENTS.md").read_text()
-  assert "| 4 x 128 |" + row[len("| 0 |"):] in log
+  for world in (0, 4):
+    out = _run("seed_table.py", str(deep / f"reworded_world_{world}"))
+    assert out.returncode == 0, out.stderr
+    row = [line for line in out.stdout.splitlines() if line.startswith(f"| {world} |")][0]
+    assert f"| {world}, 4 x 128 |" + row[len(f"| {world} |"):] in log
   out = _run("namesake_reading.py", str(_reworded_world(tmp_path, 0)),
              str(deep / "reading_world_0/realm_finetune_recall_dev"),
              str(deep / "reworded_world_0/realm_eval_dev/predictions_validation.jsonl"))
