@@ -1090,3 +1090,17 @@ def test_e98s_ranges_in_the_readme_and_log_are_the_rows():
   for text in ("README.md", "results/EXPERIMENTS.md"):
     flat = " ".join((ROOT / text).read_text().split())
     assert quoted[0] in flat and quoted[1] in flat, (text, quoted)
+
+
+def test_e98s_deeper_tower_recall_over_four_worlds_is_the_records():
+  deep = ROOT / "results/records/quickstart_finetune900/e98_deep"
+  out = _run("paired_runs.py", "realm_recall_dev", "ict_recall_dev",
+             *(str(deep / f"reworded_world_{w}") for w in (0, 4, 5, 6)))
+  assert out.returncode == 0, out.stderr
+  per_world = [line.rsplit(" ", 3)[1:] for line in out.stdout.splitlines()[:4]]
+  assert [" ".join(p) for p in per_world] == ["+9.5 ± 1.2", "+7.5 ± 1.3", "+12.5 ± 1.4",
+                                              "-0.3 ± 1.2"]
+  assert out.stdout.splitlines()[4].startswith("mean +7.3 [-1.4, +16.0]")
+  log = " ".join((ROOT / "results/EXPERIMENTS.md").read_text().split())
+  assert "Over the four, **+7.3 [-1.4, +16.0]**" in log
+  assert "+12.5 ± 1.4 (ICT 41.8 -> REALM 54.3)" in log
