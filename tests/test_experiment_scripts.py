@@ -842,14 +842,19 @@ def test_e97s_by_kind_rows_are_the_records(tmp_path, world):
   assert f"| {world} | " + " | ".join(cells) + " |" in log
 
 
+_WORLDS: dict[int, Path] = {}
+
+
 def _reworded_world(tmp_path, seed: int) -> Path:
-  """The reworded world of a seed, as the E96/E97 records ran on it (the generator is
-  byte-identical per seed and takes about a second)."""
-  out = tmp_path / f"world_{seed}"
-  subprocess.run([sys.executable, "-m", "realm_bench.cli", "world", "--out", str(out),
-                  "--gin_file", "world/reworded.gin", "--gin_bindings",
-                  f"WorldConfig.seed = {seed}"], cwd=ROOT, check=True, capture_output=True)
-  return out
+  """The reworded world of a seed, as the E96-E98 records ran on it (the generator is
+  byte-identical per seed and takes about a second), made once per test session."""
+  if seed not in _WORLDS or not _WORLDS[seed].exists():
+    out = tmp_path / f"world_{seed}"
+    subprocess.run([sys.executable, "-m", "realm_bench.cli", "world", "--out", str(out),
+                    "--gin_file", "world/reworded.gin", "--gin_bindings",
+                    f"WorldConfig.seed = {seed}"], cwd=ROOT, check=True, capture_output=True)
+    _WORLDS[seed] = out
+  return _WORLDS[seed]
 
 
 @pytest.mark.parametrize("world, quotes", [
