@@ -62,7 +62,7 @@ def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool, i
     raise InputError("its questions are not the NQ twin's dev split, in order",
                      path=run_dir / "retrieved_validation.jsonl")
   found = []
-  for i, row in enumerate(rows):
+  for index, row in enumerate(rows):
     fact = owner[row["question"]]
     others = namesakes(fact["subject"], people)
     if fact["subject_kind"] != "person" or not others:
@@ -71,7 +71,7 @@ def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool, i
     top = row["retrieved"][:5]
     gold = top.index(fact["block_id"]) if fact["block_id"] in top else len(top)
     first_decoy = min((i for i, b in enumerate(top) if b in decoys), default=None)
-    found.append((i, gold < len(top), first_decoy is not None,
+    found.append((index, gold < len(top), first_decoy is not None,
                   first_decoy is not None and first_decoy < gold,
                   sum(b in decoys for b in top)))
   return found
