@@ -24,8 +24,10 @@ RECORDS = ROOT / "results" / "records"
 def _load(script: str):
   """An experiment script as a module (they are files, not a package)."""
   import importlib.util  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.spec_from_file_location(
-      script, ROOT / "results" / "experiments" / f"{script}.py")
+  folder = str(ROOT / "results" / "experiments")
+  if folder not in sys.path:   # the scripts import each other, as when run from their folder
+    sys.path.insert(0, folder)
+  spec = importlib.util.spec_from_file_location(script, f"{folder}/{script}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
@@ -243,6 +245,11 @@ def test_realm_variant_forces_the_source_and_a_namesakes_block_first(tmp_path):
   assert named.tolist() == [[1, 3, 0], [3, 0, 2]]
   oracle = variant.forced_prepare(oracle=True, decoys=None)(fake, 0, None, raw)
   assert oracle.tolist() == [[0, 3, 2], [2, 3, 0]]
+  for args in ([], ["out"], ["out", "x", "--random", "--oracle"]):
+    refused = _run("realm_variant.py", *args)
+    assert refused.returncode != 0 and "realm_variant.py OUT NAME" in refused.stderr, args
+  missing = _run("realm_variant.py", str(tmp_path / "nowhere"), "x", "--namesakes")
+  assert missing.returncode != 0 and "facts.jsonl" in missing.stderr
 
 
 def test_namesake_reading_splits_exact_match_by_the_top_5(tmp_path):

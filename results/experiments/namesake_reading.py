@@ -14,7 +14,7 @@ as well with a namesake's block beside the gold block as without one; one that d
 between the two surnames' answers by other cues: "name-blind" is the exact match of a reader that
 picks uniformly among the gold block and the namesakes' blocks in the top 5 (the mean of 1 / (1
 + their number) over the questions with both). The last column is the difference, both and
-none, ± its SE (two independent groups of questions).
+none, ± its SE (binomial, two independent groups of questions).
 """
 import json
 import sys
@@ -24,16 +24,18 @@ import numpy as np
 
 import namesakes
 from realm_bench.errors import InputError
+from realm_bench.reporting import summary
 from realm_bench.tasks.metrics import exact_match
 
-CASES = ("gold, no namesake's block", "gold, namesake's block after", "gold, namesake's block "
-         "before", "no gold")
+CASES = ("gold, no namesake's block", "gold, namesake's block after",
+         "gold, namesake's block before", "no gold")
 
 
-def cases(world: Path, run_dir: Path, predictions: Path) -> tuple[dict[str, list[bool]], float]:
+def cases(world: Path, run_dir: Path,
+          predictions: Path) -> tuple[dict[str, list[bool]], float | None]:
   """Each case -> the exact matches of its questions; the name-blind reader's exact match."""
-  dev = namesakes._jsonl(world / "open_qa" / "nq" / "dev.jsonl")  # pylint: disable=protected-access
-  preds = namesakes._jsonl(predictions)  # pylint: disable=protected-access
+  dev = namesakes.read_jsonl(world / "open_qa" / "nq" / "dev.jsonl")
+  preds = namesakes.read_jsonl(predictions)
   if [p["question"] for p in preds] != [d["question"] for d in dev]:
     raise InputError("its questions are not the NQ twin's dev split, in order", path=predictions)
   out, blind = {case: [] for case in CASES}, []
@@ -42,14 +44,15 @@ def cases(world: Path, run_dir: Path, predictions: Path) -> tuple[dict[str, list
     out[case].append(bool(exact_match(preds[i]["prediction"], dev[i]["answer"])))
     if gold and named:
       blind.append(100 / (1 + decoys))
-  return out, float(np.mean(blind)) if blind else float("nan")
+  return out, float(np.mean(blind)) if blind else None
 
 
 def _em(hits: list[bool]) -> tuple[float, float] | None:
+  """Exact match and its binomial SE, in points."""
   if not hits:
     return None
-  x = np.array(hits, float) * 100
-  return x.mean(), x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
+  em = 100.0 * sum(hits) / len(hits)
+  return em, summary.binomial_se(em, len(hits))
 
 
 def main(world: str, pairs: list[str]) -> None:
@@ -61,7 +64,7 @@ def main(world: str, pairs: list[str]) -> None:
     found, blind = cases(world, Path(run), Path(predictions))
     cells = [f"{len(found[c])}, " + (f"{_em(found[c])[0]:.1f}" if found[c] else "-")
              for c in CASES]
-    cells.append(f"{blind:.1f}" if blind == blind else "-")
+    cells.append("-" if blind is None else f"{blind:.1f}")
     none, both = _em(found[CASES[0]]), _em(found[CASES[1]] + found[CASES[2]])
     cells.append(f"{both[0] - none[0]:+.1f} ± {np.hypot(none[1], both[1]):.1f}"
                  if none and both else "-")

@@ -25,7 +25,7 @@ from realm_bench.reporting import summary
 from realm_bench.retrieval.bm25 import Bm25Retriever
 
 
-def _jsonl(path):
+def read_jsonl(path):
   path = Path(path)
   if not path.exists():
     raise InputError("no such file", path=path)
@@ -37,6 +37,17 @@ def namesakes(subject: str, subjects) -> set[str]:
   return {s for s in subjects if s != subject and words & set(s.lower().split())}
 
 
+def namesake_relation_blocks(facts) -> dict[tuple[str, str], set[int]]:
+  """(person, relation) -> the blocks of the person's namesakes stating that relation."""
+  relation_blocks = {}
+  for f in facts:
+    relation_blocks.setdefault((f["subject"], f["relation"]), set()).add(f["block_id"])
+  people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
+  return {(f["subject"], f["relation"]): set().union(
+      *(relation_blocks.get((s, f["relation"]), set()) for s in namesakes(f["subject"], people)))
+          for f in facts if f["subject"] in people}
+
+
 def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
   """(gold in top 5, a namesake's same-relation block in top 5, it ranks before gold), per
   dev question about a person with a namesake, in the dev split's order."""
@@ -46,28 +57,25 @@ def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
 def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool, int]]:
   """`outcomes` with each question's index in the dev split first and the number of namesake's
   blocks in the top 5 last."""
-  facts = _jsonl(world / "truth" / "facts.jsonl")
-  relation_blocks = {}
-  for f in facts:
-    relation_blocks.setdefault((f["subject"], f["relation"]), set()).add(f["block_id"])
+  facts = read_jsonl(world / "truth" / "facts.jsonl")
+  decoys_of = namesake_relation_blocks(facts)
   people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
   owner = {q: f for f in facts for q in f["questions"]["nq"]}
-  dev = [r["question"] for r in _jsonl(world / "open_qa" / "nq" / "dev.jsonl")]
+  dev = [r["question"] for r in read_jsonl(world / "open_qa" / "nq" / "dev.jsonl")]
   if str(run_dir) == "bm25":
     top5 = Bm25Retriever.from_world(world).search(dev, 5)[1].tolist()
     rows = [{"question": q, "retrieved": top} for q, top in zip(dev, top5)]
   else:
-    rows = _jsonl(run_dir / "retrieved_validation.jsonl")
+    rows = read_jsonl(run_dir / "retrieved_validation.jsonl")
   if [r["question"] for r in rows] != dev:
     raise InputError("its questions are not the NQ twin's dev split, in order",
                      path=run_dir / "retrieved_validation.jsonl")
   found = []
   for index, row in enumerate(rows):
     fact = owner[row["question"]]
-    others = namesakes(fact["subject"], people)
-    if fact["subject_kind"] != "person" or not others:
+    if fact["subject_kind"] != "person" or not namesakes(fact["subject"], people):
       continue
-    decoys = set().union(*(relation_blocks.get((s, fact["relation"]), set()) for s in others))
+    decoys = decoys_of[(fact["subject"], fact["relation"])]
     top = row["retrieved"][:5]
     gold = top.index(fact["block_id"]) if fact["block_id"] in top else len(top)
     first_decoy = min((i for i, b in enumerate(top) if b in decoys), default=None)

@@ -19,35 +19,25 @@ Writes OUT/runs/NAME and OUT/runs/NAME_recall_dev (with `--finetune`, also NAME_
 NAME_eval_test, NAME_eval_dev). A finished stage is not run again.
 """
 import collections
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+import namesakes
 from realm_bench import stages as stages_lib
+from realm_bench.errors import InputError
 from realm_bench.pipelines import batching, realm
 
 
 def namesake_blocks(world: Path) -> dict[int, list[int]]:
   """Each block stating a person's fact -> the blocks of that person's namesakes (other people
   sharing a name word) stating a fact of the same relation."""
-  facts = [json.loads(line) for line in (world / "truth" / "facts.jsonl").open()]
-  people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
-  by_word = collections.defaultdict(set)
-  for person in people:
-    for word in person.lower().split():
-      by_word[word].add(person)
-  relation_blocks = collections.defaultdict(set)
-  for f in facts:
-    relation_blocks[(f["subject"], f["relation"])].add(f["block_id"])
+  facts = namesakes.read_jsonl(world / "truth" / "facts.jsonl")
+  decoys_of = namesakes.namesake_relation_blocks(facts)
   out = collections.defaultdict(set)
   for f in facts:
-    if f["subject"] not in people:
-      continue
-    others = set().union(*(by_word[w] for w in f["subject"].lower().split())) - {f["subject"]}
-    for other in others:
-      out[f["block_id"]] |= relation_blocks.get((other, f["relation"]), set())
+    out[f["block_id"]] |= decoys_of.get((f["subject"], f["relation"]), set())
   return {block: sorted(decoys) for block, decoys in out.items() if decoys}
 
 
@@ -99,16 +89,18 @@ def run(out: Path, name: str, bindings: list[str], finetune: bool = False) -> No
 
 if __name__ == "__main__":
   args = sys.argv[1:]
-  oracle, named = "--oracle" in args, "--namesakes" in args
-  if oracle or named:
-    args = [a for a in args if a not in ("--oracle", "--namesakes")]
-    realm.RealmPipeline.prepare = forced_prepare(
-        oracle=oracle, decoys=namesake_blocks(Path(args[0]) / "world") if named else None)
-  elif "--random" in args:
-    args.remove("--random")
-    realm.RealmPipeline.prepare = random_prepare
-  tune = "--finetune" in args
-  if tune:
-    args.remove("--finetune")
-  sys.argv = sys.argv[:1]
-  run(Path(args[0]), args[1], args[2:], finetune=tune)
+  flags = {flag: flag in args for flag in ("--oracle", "--namesakes", "--random", "--finetune")}
+  args = [a for a in args if a not in flags]
+  if len(args) < 2 or (flags["--random"] and (flags["--oracle"] or flags["--namesakes"])):
+    sys.exit(__doc__)
+  try:
+    if flags["--oracle"] or flags["--namesakes"]:
+      realm.RealmPipeline.prepare = forced_prepare(
+          oracle=flags["--oracle"],
+          decoys=namesake_blocks(Path(args[0]) / "world") if flags["--namesakes"] else None)
+    elif flags["--random"]:
+      realm.RealmPipeline.prepare = random_prepare
+    sys.argv = sys.argv[:1]
+    run(Path(args[0]), args[1], args[2:], finetune=flags["--finetune"])
+  except InputError as e:
+    sys.exit(f"realm_variant.py: {e}")
