@@ -232,10 +232,14 @@ def test_namesake_negatives_are_a_namesakes_statement_of_the_same_relation():
     assert b["next_is_random"][0] == int(second[0] == 62)
   # Its restatement (filled in), or Ott Bel's birth sentence (filled in).
   assert seconds == {(61, 70, 80, 3), (62, 61, 70, 81)}
-  with pytest.raises(InputError, match="positive rate"):
-    mlm.MlmPipeline(pretrain_task="x", negative_rate=0.5, namesake_negative_rate=0.5).setup(
-        model=types.SimpleNamespace(vocabulary=None), run_dir=None,
-        sequence_lengths=types.SimpleNamespace(query=4))
+  for fields, match in (({"negative_rate": 0.5, "namesake_negative_rate": 0.5}, "positive rate"),
+                        ({"namesake_negative_rate": -0.1}, "positive rate"),
+                        ({"namesake_negative_rate": 0.5}, "need pair_restatements")):
+    with pytest.raises(InputError, match=match) as caught:
+      mlm.MlmPipeline(pretrain_task="x", **fields).setup(
+          model=types.SimpleNamespace(vocabulary=None), run_dir=None,
+          sequence_lengths=types.SimpleNamespace(query=4))
+    assert caught.value.field == "MlmPipeline.namesake_negative_rate"
 
 
 def test_sentences_then_blocks_is_the_list_without_holding_it():

@@ -17,10 +17,11 @@
   reader of retrieved blocks, most of which do not hold the fact, has to decide. Those
   batches say which rows are random (`next_is_random`, over the rows with a second segment,
   `next_sentence_weights`), for BERT's next-sentence loss (`MlmModel.next_sentence_weight`).
-  With `namesake_negative_rate` that fraction of second segments is a namesake's statement
-  instead (`namesake_sentences`): a reader that fills the span from the other segment whatever
-  its subject answers a person's question from a namesake's block, which is what REALM's
-  reader does (results/EXPERIMENTS.md E98); here the two segments differ only in the name.
+  With `namesake_negative_rate`, of the sentences with a namesake that fraction are paired with
+  a namesake's statement instead (`namesake_sentences`; labelled random for the next-sentence
+  loss): a reader that fills the span from the other segment whatever its subject answers a
+  person's question from a namesake's block, which is what REALM's reader does
+  (results/EXPERIMENTS.md E98); here the two segments differ only in the name.
 - `ClosedBookPipeline`: a question followed by `answer_len` [MASK] slots; the model fills in
   the answer's wordpieces and a closing [SEP] from its parameters alone (the paper's T5 rows
   answer from memory too). It can only know what pre-training stated, which is the point of
