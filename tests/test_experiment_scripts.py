@@ -1116,3 +1116,32 @@ def test_e98s_deeper_tower_recall_over_four_worlds_is_the_records():
   log = " ".join((ROOT / "results/EXPERIMENTS.md").read_text().split())
   assert "Over the four, **+7.3 [-1.4, +16.0]**" in log
   assert "+12.5 ± 1.4 (ICT 41.8 -> REALM 54.3)" in log
+
+
+def test_e98s_reader_alone_and_bm25_reading_are_the_records(tmp_path):
+  """World 0's reader-alone evaluation at 2,700 steps, the fine-tuning's last reader loss, and
+  the BM25 reader's exact match with the gold block and no namesake's block on each world."""
+  r2700 = ROOT / "results/records/quickstart_finetune2700"
+  e98 = r2700 / "e98_reading/reworded_world_0"
+  log = " ".join((ROOT / "results/EXPERIMENTS.md").read_text().split())
+  for split in ("test", "dev"):
+    out = _run("paired_runs.py", f"rw0_eval_{split}", f"realm_eval_{split}",
+               f"{e98},{r2700 / 'topical_reworded/seed_0'}")
+    assert out.returncode == 0, out.stderr
+    found = out.stdout.splitlines()[0].rsplit(" ", 3)[1:]
+    assert " ".join(found) in log, found
+  assert "-1.4 ± 0.4 / -0.2 ± 0.4 against REALM's" in log
+  out = _run("namesake_reading.py", str(_reworded_world(tmp_path, 0)),
+             str(r2700 / "e97_reading/reworded_world_0/realm_ft_recall_dev"),
+             str(e98 / "rw0_eval_dev/predictions_validation.jsonl"))
+  cells = [c.strip() for c in out.stdout.splitlines()[2].split("|")[2:-1]]
+  assert " | ".join(cells[:4]) + f" | blind {cells[4]} | both − none {cells[5]}" in log
+  loss = json.loads((r2700 / "topical_reworded/seed_0/realm_finetune/record.json").read_text())
+  assert f"reader loss {loss['metrics']['reader_loss']:.2f} nats at the last" in log
+  bm25 = []
+  for world in (0, 4, 5, 6):
+    out = _run("namesake_reading.py", str(_reworded_world(tmp_path, world)), "bm25",
+               str(r2700 / f"topical_reworded/seed_{world}/bm25_reader_eval_dev"
+                   / "predictions_validation.jsonl"))
+    bm25.append(float(out.stdout.splitlines()[2].split("|")[2].split(", ")[1]))
+  assert f"no namesake: {min(bm25):.1f}-{max(bm25):.1f})" in log
