@@ -1138,6 +1138,13 @@ def test_e98s_reader_alone_and_bm25_reading_are_the_records(tmp_path):
   assert " | ".join(cells[:4]) + f" | blind {cells[4]} | both − none {cells[5]}" in log
   loss = json.loads((r2700 / "topical_reworded/seed_0/realm_finetune/record.json").read_text())
   assert f"reader loss {loss['metrics']['reader_loss']:.2f} nats at the last" in log
+  kind = {q: f["subject_kind"] for f in map(json.loads, (_reworded_world(tmp_path, 0) / "truth"
+                                                         / "facts.jsonl").read_text().splitlines())
+          for q in f["questions"]["nq"]}
+  train = [json.loads(line)["question"] for line in
+           (_reworded_world(tmp_path, 0) / "open_qa/nq/train.jsonl").read_text().splitlines()]
+  people = sum(kind[q] == "person" for q in train)
+  assert f"the {people:,} people questions of the {len(train):,} are learned" in log
   bm25 = []
   for world in (0, 4, 5, 6):
     out = _run("namesake_reading.py", str(_reworded_world(tmp_path, world)), "bm25",
