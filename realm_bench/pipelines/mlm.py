@@ -37,7 +37,7 @@ import gin
 import numpy as np
 
 from realm_bench.errors import InputError
-from realm_bench.pipelines import base, batching, token_file
+from realm_bench.pipelines import base, batching, ict, token_file
 from realm_bench.tasks.metrics import to_text
 from realm_bench.tasks.open_qa import answers_are_regex, spec_of
 
@@ -79,10 +79,8 @@ def namesake_sentences(examples: Sequence[dict], corpus) -> list[list[int]]:
   there is one. Found from the corpus's titles, as at paper scale."""
   rows = {int(e["block_id"]): corpus.row(int(e["block_id"]))
           for e in examples if int(e["block_id"]) >= 0}
-  by_word = collections.defaultdict(set)
-  for block, row in rows.items():
-    for word in set(corpus.titles[row].lower().split()):
-      by_word[word].add(block)
+  block_of = {row: block for block, row in rows.items()}
+  near_rows = ict.namesakes(list(block_of), corpus.titles)
   by_block = collections.defaultdict(list)
   for i, e in enumerate(examples):
     by_block[int(e["block_id"])].append(i)
@@ -94,9 +92,7 @@ def namesake_sentences(examples: Sequence[dict], corpus) -> list[list[int]]:
     if block < 0:
       out.append([])
       continue
-    title = corpus.titles[rows[block]]
-    near = set().union(*(by_word[w] for w in set(title.lower().split())))
-    near = [b for b in near if corpus.titles[rows[b]] != title]
+    near = [block_of[r] for r in near_rows[rows[block]]]
     own = set(np.asarray(corpus.title_ids[rows[block]]).tolist()) | {0}
     scored = collections.defaultdict(list)
     for b in near:
