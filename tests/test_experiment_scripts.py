@@ -849,19 +849,24 @@ def test_e97s_by_kind_rows_are_the_records(tmp_path, world):
   assert f"| {world} | " + " | ".join(cells) + " |" in log
 
 
-_WORLDS: dict[int, Path] = {}
+_WORLDS: dict[tuple[int, int | None], Path] = {}
 
 
-def _reworded_world(tmp_path, seed: int) -> Path:
-  """The reworded world of a seed, as the E96-E98 records ran on it (the generator is
-  byte-identical per seed and takes about a second), made once per test session."""
-  if seed not in _WORLDS or not _WORLDS[seed].exists():
-    out = tmp_path / f"world_{seed}"
+def _reworded_world(tmp_path, seed: int, num_people: int | None = None) -> Path:
+  """The reworded world of a seed (and number of people, E99), as the E96-E99 records ran on
+  it (the generator is byte-identical per seed and takes about a second), made once per test
+  session."""
+  key = (seed, num_people)
+  if key not in _WORLDS or not _WORLDS[key].exists():
+    out = tmp_path / f"world_{seed}_{num_people}"
+    bindings = ["--gin_bindings", f"WorldConfig.seed = {seed}"]
+    if num_people is not None:
+      bindings += ["--gin_bindings", f"WorldConfig.num_people = {num_people}"]
     subprocess.run([sys.executable, "-m", "realm_bench.cli", "world", "--out", str(out),
-                    "--gin_file", "world/reworded.gin", "--gin_bindings",
-                    f"WorldConfig.seed = {seed}"], cwd=ROOT, check=True, capture_output=True)
-    _WORLDS[seed] = out
-  return _WORLDS[seed]
+                    "--gin_file", "world/reworded.gin", *bindings],
+                   cwd=ROOT, check=True, capture_output=True)
+    _WORLDS[key] = out
+  return _WORLDS[key]
 
 
 @pytest.mark.parametrize("world, quotes", [
@@ -1152,3 +1157,63 @@ def test_e98s_reader_alone_and_bm25_reading_are_the_records(tmp_path):
                    / "predictions_validation.jsonl"))
     bm25.append(float(out.stdout.splitlines()[2].split("|")[2].split(", ")[1]))
   assert f"no namesake: {min(bm25):.1f}-{max(bm25):.1f})" in log
+
+
+E99_READING = {
+    (0, 900): "301, 75.1 | 290, 33.8 | 453, 26.9 | 379, 1.3 | 38.3 | -45.5 ± 3.0",
+    (0, 2700): "307, 91.9 | 285, 31.9 | 486, 24.3 | 345, 2.3 | 38.0 | -64.7 ± 2.2",
+    (4, 900): "283, 78.8 | 374, 32.4 | 619, 23.1 | 154, 2.6 | 36.0 | -52.2 ± 2.8",
+    (4, 2700): "281, 84.7 | 374, 30.7 | 636, 20.9 | 139, 2.2 | 35.9 | -60.1 ± 2.5"}
+
+
+@pytest.mark.parametrize("world, steps", sorted(E99_READING))
+def test_e99s_namesake_reading_with_more_people_is_the_records(tmp_path, world, steps):
+  folder = ROOT / f"results/records/quickstart_finetune{steps}/e99_people"
+  out = _run("namesake_reading.py", str(_reworded_world(tmp_path, world, num_people=1000)),
+             str(folder / f"reading_world_{world}/realm_finetune_recall_dev"),
+             str(folder / f"people1000_world_{world}/realm_eval_dev/predictions_validation.jsonl"))
+  assert out.returncode == 0, out.stderr
+  row = out.stdout.splitlines()[2].split("|", 2)[2].strip()
+  assert row == E99_READING[world, steps] + " |"
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  assert f"| {world}, 1,200 people, {steps:,} | {E99_READING[world, steps]} |" in log
+
+
+def test_e99s_more_people_rows_are_the_records(tmp_path):
+  """The 900-step quickstarts' rows, the 2,700-step comparison with the BM25 reader by kind,
+  and the count of people training questions."""
+  r900 = ROOT / "results/records/quickstart_finetune900/e99_people"
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  for world in (0, 4):
+    out = _run("seed_table.py", str(r900 / f"people1000_world_{world}"))
+    assert out.returncode == 0, out.stderr
+    row = out.stdout.splitlines()[2]
+    assert f"| {world}, 1,200 people |" + row.split("|", 2)[2] in log, row
+  r2700 = ROOT / "results/records/quickstart_finetune2700/e99_people/people1000_world_0"
+  world = _reworded_world(tmp_path, 0, num_people=1000)
+  out = _run("em_by_kind.py", str(world), str(r2700 / "realm_eval_test"),
+             str(r2700 / "bm25_reader_eval_test"))
+  assert out.returncode == 0, out.stderr
+  for line in out.stdout.splitlines()[3:]:
+    assert line in log, line
+  kind = {q: f["subject_kind"] for f in map(json.loads, (world / "truth/facts.jsonl")
+                                            .read_text().splitlines())
+          for q in f["questions"]["nq"]}
+  train = [json.loads(line)["question"] for line in
+           (world / "open_qa/nq/train.jsonl").read_text().splitlines()]
+  people = sum(kind[q] == "person" for q in train)
+  flat = " ".join(log.split())
+  assert f"{people:,} of the {len(train):,} training questions about people" in flat
+  for a, b, folders, quoted in (
+      ("realm_eval_dev", "bm25_reader_eval_dev", [r2700], "(dev -14.9 ± 1.5.)"),
+      ("realm_eval_test", "realm_eval_test", [f"{r2700},{r900 / 'people1000_world_0'}",
+                                              f"{r2700.parent / 'people1000_world_4'},"
+                                              f"{r900 / 'people1000_world_4'}"],
+       "REALM gains +6.1 ± 1.1 on world 0 (36.2) and +0.1 ± 1.0 on world 4 (34.6)"),
+      ("bm25_reader_eval_test", "bm25_reader_eval_test",
+       [f"{r2700},{r900 / 'people1000_world_0'}"], "reader +16.2 ± 0.9 on world 0")):
+    out = _run("paired_runs.py", a, b, *map(str, folders))
+    assert out.returncode == 0, out.stderr
+    for line in out.stdout.splitlines()[:len(folders)]:
+      assert " ".join(line.rsplit(" ", 3)[1:]) in quoted, (line, quoted)
+    assert quoted in flat, quoted
