@@ -1217,3 +1217,32 @@ def test_e99s_more_people_rows_are_the_records(tmp_path):
     for line in out.stdout.splitlines()[:len(folders)]:
       assert " ".join(line.rsplit(" ", 3)[1:]) in quoted, (line, quoted)
     assert quoted in flat, quoted
+
+
+@pytest.mark.parametrize("world, num_people, folder", [
+    (0, None, "reworded_world_0"), (0, 1000, "people1000_world_0"),
+    (4, None, "reworded_world_4"), (4, 1000, "people1000_world_4")])
+def test_e99s_namesake_reading_of_training_questions_is_the_records(tmp_path, world,
+                                                                     num_people, folder):
+  runs = ROOT / "results/records/quickstart_finetune2700/e99_people/train_split" / folder
+  out = _run("namesake_reading.py", "--split", "train",
+             str(_reworded_world(tmp_path, world, num_people=num_people)),
+             str(runs / "realm_recall_train"),
+             str(runs / "realm_eval_train/predictions_train.jsonl"))
+  assert out.returncode == 0, out.stderr
+  row = out.stdout.splitlines()[2].split("|", 2)[2].strip()
+  people = "600 people" if num_people is None else "1,200 people"
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  assert f"| {world}, {people}, train | {row}" in log
+  exact_match = json.loads((runs / "realm_eval_train/record.json").read_text())["metrics"]
+  assert f"{exact_match['exact_match']:.1f}" in " ".join(log.split()[log.split().index("E99"):])
+
+
+def test_e99s_namesake_reading_refuses_a_dev_run_as_training_questions(tmp_path):
+  runs = ROOT / "results/records/quickstart_finetune2700/e99_people"
+  out = _run("namesake_reading.py", "--split", "train",
+             str(_reworded_world(tmp_path, 0, num_people=1000)),
+             str(runs / "reading_world_0/realm_finetune_recall_dev"),
+             str(runs / "people1000_world_0/realm_eval_dev/predictions_validation.jsonl"))
+  assert out.returncode != 0
+  assert "retrieved_train.jsonl" in out.stderr or "train split" in out.stderr, out.stderr

@@ -1,8 +1,8 @@
 """Whether a reader tells a person from their namesakes (E98): exact match by what its top 5
 holds.
 
-  python results/experiments/namesake_reading.py WORLD_DIR RECALL_RUN_DIR PREDICTIONS \
-      [RECALL_RUN_DIR PREDICTIONS ...]
+  python results/experiments/namesake_reading.py [--split train] WORLD_DIR RECALL_RUN_DIR \
+      PREDICTIONS [RECALL_RUN_DIR PREDICTIONS ...]
 
 RECALL_RUN_DIR is a `recall` run's folder on the fine-tuning run (its query tower over its
 frozen index: the blocks the evaluation read), PREDICTIONS that evaluation's
@@ -14,7 +14,11 @@ as well with a namesake's block beside the gold block as without one; one that d
 between the two surnames' answers by other cues: "name-blind" is the exact match of a reader that
 picks uniformly among the gold block and the namesakes' blocks in the top 5 (the mean of 1 / (1
 + their number) over the questions with both). The last column is the difference, both and
-none, ± its SE (binomial, two independent groups of questions).
+none, ± its SE (binomial, two independent groups of questions). `--split train` reads the
+training questions instead (the recall run's retrieved_train.jsonl and an evaluation's
+predictions_train.jsonl, both run with `--gin.SPLIT="'train'"`): a reader that compares names
+does as well on new people as on the ones it trained on; one that learnt its training questions
+does not (E99).
 """
 import json
 import sys
@@ -31,17 +35,18 @@ CASES = ("gold, no namesake's block", "gold, namesake's block after",
          "gold, namesake's block before", "no gold")
 
 
-def cases(world: Path, run_dir: Path,
-          predictions: Path) -> tuple[dict[str, list[bool]], float | None]:
+def cases(world: Path, run_dir: Path, predictions: Path,
+          split: str = "dev") -> tuple[dict[str, list[bool]], float | None]:
   """Each case -> the exact matches of its questions; the name-blind reader's exact match."""
-  dev = namesakes.read_jsonl(world / "open_qa" / "nq" / "dev.jsonl")
+  asked = namesakes.read_jsonl(world / "open_qa" / "nq" / namesakes.SPLITS[split][0])
   preds = namesakes.read_jsonl(predictions)
-  if [p["question"] for p in preds] != [d["question"] for d in dev]:
-    raise InputError("its questions are not the NQ twin's dev split, in order", path=predictions)
+  if [p["question"] for p in preds] != [d["question"] for d in asked]:
+    raise InputError(f"its questions are not the NQ twin's {split} split, in order",
+                     path=predictions)
   out, blind = {case: [] for case in CASES}, []
-  for i, gold, named, first, decoys in namesakes.positions(world, run_dir):
+  for i, gold, named, first, decoys in namesakes.positions(world, run_dir, split):
     case = CASES[3] if not gold else CASES[0] if not named else CASES[2] if first else CASES[1]
-    out[case].append(bool(exact_match(preds[i]["prediction"], dev[i]["answer"])))
+    out[case].append(bool(exact_match(preds[i]["prediction"], asked[i]["answer"])))
     if gold and named:
       blind.append(100 / (1 + decoys))
   return out, float(np.mean(blind)) if blind else None
@@ -55,13 +60,13 @@ def _em(hits: list[bool]) -> tuple[float, float] | None:
   return em, summary.binomial_se(em, len(hits))
 
 
-def main(world: str, pairs: list[str]) -> None:
+def main(world: str, pairs: list[str], split: str = "dev") -> None:
   world = Path(world)
   print("| recall run | " + " | ".join(f"{c}: n, EM" for c in CASES)
         + " | name-blind, EM | both − none, EM |")
   print("|---|" + "---:|" * (len(CASES) + 2))
   for run, predictions in zip(pairs[::2], pairs[1::2]):
-    found, blind = cases(world, Path(run), Path(predictions))
+    found, blind = cases(world, Path(run), Path(predictions), split)
     cells = [f"{len(found[c])}, " + (f"{_em(found[c])[0]:.1f}" if found[c] else "-")
              for c in CASES]
     cells.append("-" if blind is None else f"{blind:.1f}")
@@ -72,9 +77,13 @@ def main(world: str, pairs: list[str]) -> None:
 
 
 if __name__ == "__main__":
-  if len(sys.argv) < 4 or len(sys.argv) % 2:
+  args = sys.argv[1:]
+  split = "dev"
+  if args[:1] == ["--split"] and len(args) > 1 and args[1] in namesakes.SPLITS:
+    split, args = args[1], args[2:]
+  if len(args) < 3 or len(args) % 2 == 0 or args[0].startswith("--"):
     sys.exit(__doc__)
   try:
-    main(sys.argv[1], sys.argv[2:])
+    main(args[0], args[1:], split)
   except InputError as e:
     sys.exit(f"namesake_reading.py: {e}")

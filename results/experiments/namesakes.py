@@ -54,22 +54,29 @@ def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
   return [found[1:4] for found in positions(world, run_dir)]
 
 
-def positions(world: Path, run_dir: Path) -> list[tuple[int, bool, bool, bool, int]]:
-  """`outcomes` with each question's index in the dev split first and the number of namesake's
+# A split's questions file and the suffix of a recall run's retrieved file for it.
+SPLITS = {"dev": ("dev.jsonl", "validation"), "train": ("train.jsonl", "train")}
+
+
+def positions(world: Path, run_dir: Path,
+              split: str = "dev") -> list[tuple[int, bool, bool, bool, int]]:
+  """`outcomes` with each question's index in the split first and the number of namesake's
   blocks in the top 5 last."""
   facts = read_jsonl(world / "truth" / "facts.jsonl")
   decoys_of = namesake_relation_blocks(facts)
   people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
   owner = {q: f for f in facts for q in f["questions"]["nq"]}
-  dev = [r["question"] for r in read_jsonl(world / "open_qa" / "nq" / "dev.jsonl")]
+  questions_file, suffix = SPLITS[split]
+  asked = [r["question"] for r in read_jsonl(world / "open_qa" / "nq" / questions_file)]
+  retrieved = run_dir / f"retrieved_{suffix}.jsonl"
   if str(run_dir) == "bm25":
-    top5 = Bm25Retriever.from_world(world).search(dev, 5)[1].tolist()
-    rows = [{"question": q, "retrieved": top} for q, top in zip(dev, top5)]
+    top5 = Bm25Retriever.from_world(world).search(asked, 5)[1].tolist()
+    rows = [{"question": q, "retrieved": top} for q, top in zip(asked, top5)]
   else:
-    rows = read_jsonl(run_dir / "retrieved_validation.jsonl")
-  if [r["question"] for r in rows] != dev:
-    raise InputError("its questions are not the NQ twin's dev split, in order",
-                     path=run_dir / "retrieved_validation.jsonl")
+    rows = read_jsonl(retrieved)
+  if [r["question"] for r in rows] != asked:
+    raise InputError(f"its questions are not the NQ twin's {split} split, in order",
+                     path=retrieved)
   found = []
   for index, row in enumerate(rows):
     fact = owner[row["question"]]
