@@ -32,9 +32,15 @@ def read_jsonl(path):
   return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def namesakes(subject: str, subjects) -> set[str]:
-  words = set(subject.lower().split())
-  return {s for s in subjects if s != subject and words & set(s.lower().split())}
+def namesakes_of(subjects) -> dict[str, set[str]]:
+  """Each subject -> the other subjects sharing a name word with it (through a word index:
+  comparing every pair is slow on worlds of a thousand people)."""
+  by_word = {}
+  for s in subjects:
+    for word in set(s.lower().split()):
+      by_word.setdefault(word, set()).add(s)
+  return {s: set().union(*(by_word[w] for w in set(s.lower().split()))) - {s}
+          for s in subjects}
 
 
 def namesake_relation_blocks(facts) -> dict[tuple[str, str], set[int]]:
@@ -42,10 +48,10 @@ def namesake_relation_blocks(facts) -> dict[tuple[str, str], set[int]]:
   relation_blocks = {}
   for f in facts:
     relation_blocks.setdefault((f["subject"], f["relation"]), set()).add(f["block_id"])
-  people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
+  others = namesakes_of({f["subject"] for f in facts if f["subject_kind"] == "person"})
   return {(f["subject"], f["relation"]): set().union(
-      *(relation_blocks.get((s, f["relation"]), set()) for s in namesakes(f["subject"], people)))
-          for f in facts if f["subject"] in people}
+      *(relation_blocks.get((s, f["relation"]), set()) for s in others[f["subject"]]))
+          for f in facts if f["subject"] in others}
 
 
 def outcomes(world: Path, run_dir: Path) -> list[tuple[bool, bool, bool]]:
@@ -64,7 +70,7 @@ def positions(world: Path, run_dir: Path,
   blocks in the top 5 last."""
   facts = read_jsonl(world / "truth" / "facts.jsonl")
   decoys_of = namesake_relation_blocks(facts)
-  people = {f["subject"] for f in facts if f["subject_kind"] == "person"}
+  others = namesakes_of({f["subject"] for f in facts if f["subject_kind"] == "person"})
   owner = {q: f for f in facts for q in f["questions"]["nq"]}
   questions_file, suffix = SPLITS[split]
   asked = [r["question"] for r in read_jsonl(world / "open_qa" / "nq" / questions_file)]
@@ -80,7 +86,7 @@ def positions(world: Path, run_dir: Path,
   found = []
   for index, row in enumerate(rows):
     fact = owner[row["question"]]
-    if fact["subject_kind"] != "person" or not namesakes(fact["subject"], people):
+    if fact["subject_kind"] != "person" or not others[fact["subject"]]:
       continue
     decoys = decoys_of[(fact["subject"], fact["relation"])]
     top = row["retrieved"][:5]
