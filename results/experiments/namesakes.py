@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from realm_bench.errors import InputError
+from realm_bench.pipelines import ict
 from realm_bench.reporting import summary
 from realm_bench.retrieval.bm25 import Bm25Retriever
 
@@ -33,14 +34,11 @@ def read_jsonl(path):
 
 
 def namesakes_of(subjects) -> dict[str, set[str]]:
-  """Each subject -> the other subjects sharing a name word with it (through a word index:
-  comparing every pair is slow on worlds of a thousand people)."""
-  by_word = {}
-  for s in subjects:
-    for word in set(s.lower().split()):
-      by_word.setdefault(word, set()).add(s)
-  return {s: set().union(*(by_word[w] for w in set(s.lower().split()))) - {s}
-          for s in subjects}
+  """Each subject -> the other subjects sharing a name word with it (the ICT pipeline's
+  definition, over names instead of corpus rows)."""
+  names = sorted(subjects)
+  found = ict.namesakes(range(len(names)), names)
+  return {names[r]: {names[x] for x in near} for r, near in found.items()}
 
 
 def namesake_relation_blocks(facts) -> dict[tuple[str, str], set[int]]:
