@@ -245,7 +245,7 @@ def test_realm_variant_forces_the_source_and_a_namesakes_block_first(tmp_path):
   assert named.tolist() == [[1, 3, 0], [3, 0, 2]]
   oracle = variant.forced_prepare(oracle=True, decoys=None)(fake, 0, None, raw)
   assert oracle.tolist() == [[0, 3, 2], [2, 3, 0]]
-  for args in ([], ["out"], ["out", "x", "--random", "--oracle"]):
+  for args in ([], ["out"], ["out", "x", "--random", "--oracle"], ["out", "x", "--oracel"]):
     refused = _run("realm_variant.py", *args)
     assert refused.returncode != 0 and "realm_variant.py OUT NAME" in refused.stderr, args
   missing = _run("realm_variant.py", str(tmp_path / "nowhere"), "x", "--namesakes")
@@ -1246,3 +1246,6 @@ def test_e99s_namesake_reading_refuses_a_dev_run_as_training_questions(tmp_path)
              str(runs / "people1000_world_0/realm_eval_dev/predictions_validation.jsonl"))
   assert out.returncode != 0
   assert "retrieved_train.jsonl" in out.stderr or "train split" in out.stderr, out.stderr
+  unknown = _run("namesake_reading.py", "--split", "tset", str(tmp_path), "run", "predictions")
+  assert unknown.returncode != 0 and "--split tset: known splits are dev, train" in unknown.stderr
+  assert "Traceback" not in out.stderr + unknown.stderr

@@ -38,6 +38,8 @@ CASES = ("gold, no namesake's block", "gold, namesake's block after",
 def cases(world: Path, run_dir: Path, predictions: Path,
           split: str = "dev") -> tuple[dict[str, list[bool]], float | None]:
   """Each case -> the exact matches of its questions; the name-blind reader's exact match."""
+  if split not in namesakes.SPLITS:
+    raise InputError(f"--split {split}: known splits are {', '.join(namesakes.SPLITS)}")
   asked = namesakes.read_jsonl(world / "open_qa" / "nq" / namesakes.SPLITS[split][0])
   preds = namesakes.read_jsonl(predictions)
   if [p["question"] for p in preds] != [d["question"] for d in asked]:
@@ -79,7 +81,7 @@ def main(world: str, pairs: list[str], split: str = "dev") -> None:
 if __name__ == "__main__":
   args = sys.argv[1:]
   split = "dev"
-  if args[:1] == ["--split"] and len(args) > 1 and args[1] in namesakes.SPLITS:
+  if args[:1] == ["--split"] and len(args) > 1:
     split, args = args[1], args[2:]
   if len(args) < 3 or len(args) % 2 == 0 or args[0].startswith("--"):
     sys.exit(__doc__)

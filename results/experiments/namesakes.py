@@ -41,12 +41,18 @@ def namesakes_of(subjects) -> dict[str, set[str]]:
   return {names[r]: {names[x] for x in near} for r, near in found.items()}
 
 
-def namesake_relation_blocks(facts) -> dict[tuple[str, str], set[int]]:
-  """(person, relation) -> the blocks of the person's namesakes stating that relation."""
+def people_namesakes(facts) -> dict[str, set[str]]:
+  """Each person of the world -> their namesakes."""
+  return namesakes_of({f["subject"] for f in facts if f["subject_kind"] == "person"})
+
+
+def namesake_relation_blocks(facts, others=None) -> dict[tuple[str, str], set[int]]:
+  """(person, relation) -> the blocks of the person's namesakes stating that relation.
+  `others`: `people_namesakes(facts)`, where the caller has it already."""
   relation_blocks = {}
   for f in facts:
     relation_blocks.setdefault((f["subject"], f["relation"]), set()).add(f["block_id"])
-  others = namesakes_of({f["subject"] for f in facts if f["subject_kind"] == "person"})
+  others = people_namesakes(facts) if others is None else others
   return {(f["subject"], f["relation"]): set().union(
       *(relation_blocks.get((s, f["relation"]), set()) for s in others[f["subject"]]))
           for f in facts if f["subject"] in others}
@@ -67,8 +73,8 @@ def positions(world: Path, run_dir: Path,
   """`outcomes` with each question's index in the split first and the number of namesake's
   blocks in the top 5 last."""
   facts = read_jsonl(world / "truth" / "facts.jsonl")
-  decoys_of = namesake_relation_blocks(facts)
-  others = namesakes_of({f["subject"] for f in facts if f["subject_kind"] == "person"})
+  others = people_namesakes(facts)
+  decoys_of = namesake_relation_blocks(facts, others)
   owner = {q: f for f in facts for q in f["questions"]["nq"]}
   questions_file, suffix = SPLITS[split]
   asked = [r["question"] for r in read_jsonl(world / "open_qa" / "nq" / questions_file)]

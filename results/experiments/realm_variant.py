@@ -91,7 +91,8 @@ if __name__ == "__main__":
   args = sys.argv[1:]
   flags = {flag: flag in args for flag in ("--oracle", "--namesakes", "--random", "--finetune")}
   args = [a for a in args if a not in flags]
-  if len(args) < 2 or (flags["--random"] and (flags["--oracle"] or flags["--namesakes"])):
+  if (len(args) < 2 or any(a.startswith("--") for a in args)
+      or (flags["--random"] and (flags["--oracle"] or flags["--namesakes"]))):
     sys.exit(__doc__)
   try:
     if flags["--oracle"] or flags["--namesakes"]:
