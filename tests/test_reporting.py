@@ -495,6 +495,7 @@ def test_record_dataclass_fields_are_the_documented_contract():
     ("results/records/reproduce", "results/tables"),
     ("results/records/reproduce", "results/tables/reproduce"),
     ("results/records/reproduce_declarative", "results/tables/reproduce_declarative"),
+    ("results/records/reproduce_reworded", "results/tables/reproduce_reworded"),
     ("results/records/staleness", "results/tables/staleness_generator1"),
     ("results/records/staleness_1000_steps", "results/tables/staleness_1000_steps")])
 def test_committed_tables_are_what_the_committed_records_render(tmp_path, records, out):
@@ -639,3 +640,14 @@ def test_the_sweep_plot_draws_the_reference_line(tmp_path, monkeypatch):
                       lambda *a, **k: drawn.append(k["references"]) or real(*a, **k))
   render.render_tables(runs_dir=tmp_path / "runs", formats=["md"], out_dir=tmp_path / "t")
   assert len(drawn) == 1 and drawn[0]["value"].tolist() == [pytest.approx(42.0)]
+
+
+def test_committed_check_is_what_the_committed_records_decide(capsys):
+  """The one-seed reproduction's verdicts quoted in the README (E100) come from its records."""
+  root = Path(__file__).resolve().parent.parent
+  cli.main(["check", "--runs", str(root / "results/records/reproduce_reworded")])
+  verdicts = lambda text: [l for l in text.splitlines()
+                           if l.split(" ", 1)[0] in ("PASS", "FAIL", "INCONCLUSIVE")]
+  ran = verdicts(capsys.readouterr().out)
+  assert len(ran) == 19
+  assert ran == verdicts((root / "results/tables/reproduce_reworded/check.txt").read_text())
