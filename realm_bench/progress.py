@@ -2,8 +2,8 @@
 
 The plan is known before anything runs (a dry pass of the driver lists every stage with its
 size), so the ETA is the remaining stages' sizes times a rate per kind of stage: the rate this
-process has measured once it has run a stage of that kind, until then a prior from the
-README's measured quickstart (2 idle CPU cores, `sizes/tiny.gin`). It is an estimate and is
+process has measured once it has run a stage of that kind, until then a prior from a
+measured reproduction (2 idle CPU cores, `sizes/tiny.gin`). It is an estimate and is
 printed as one.
 """
 from __future__ import annotations
@@ -12,12 +12,13 @@ import dataclasses
 import re
 import time
 
-# Seconds per unit of work, from the quickstart's measured stage times (README "Measured"):
-# a training's unit is one example (steps x batch); a pre-training's index refresh counts as
-# REFRESH_UNITS examples; an evaluation or a recall is one unit.
-PRIOR_SECONDS = {"bert": 72 / (600 * 128), "ict": 85 / (1000 * 64),
-                 "pretrain": 100 / (300 * 16 + 70 * 15), "finetune": 30 / (300 * 12),
-                 "evaluate": 8.0, "recall": 5.0, "train": 30 / (300 * 12)}
+# Seconds per unit of work, from the one-seed reproduction on the quickstart's world
+# (results/EXPERIMENTS.md E100: 2 idle CPU cores, 900 fine-tuning steps): a training's unit is
+# one example (steps x batch); a pre-training's index refresh counts as REFRESH_UNITS
+# examples; an evaluation or a recall is one unit.
+PRIOR_SECONDS = {"bert": 146 / (600 * 128), "ict": 240 / (1000 * 64),
+                 "pretrain": 160 / (300 * 16 + 70 * 15), "finetune": 255 / (900 * 12),
+                 "evaluate": 8.0, "recall": 13.0, "train": 255 / (900 * 12)}
 REFRESH_UNITS = 70
 
 
