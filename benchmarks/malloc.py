@@ -1,0 +1,91 @@
+"""A fine-tuning's wall time with glibc's default malloc against the Makefile's settings.
+
+XLA's CPU runtime allocates each execution's temporaries as one buffer (strace shows a
+303 MB munmap per step of the quickstart's Open-QA fine-tuning). Above glibc's mmap threshold (at most 32 MB) every such allocation is a fresh
+mmap, so each step faults its pages in again and unmaps them: E100's one-seed reproduction
+spent 3,031 s of system time against 7,178 s of user time. The Makefile's GLIBC_TUNABLES
+(one arena, no mmap, no trimming) keep the freed buffer in the heap for the next step.
+
+  python benchmarks/malloc.py OUT [--steps 300]
+
+OUT is a quickstart's or a reproduction's folder (its world, vocabulary, BERT and ICT runs).
+Both runs are the same ORQA fine-tuning (`realm-bench train`, the quickstart's settings, a
+fresh run folder each) in child processes; their last-step metrics must be equal, since the
+allocator does not touch the arithmetic.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TUNED = ("glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:"
+         "glibc.malloc.trim_threshold=17179869184")
+
+
+def _runs_dir(out: Path) -> Path:
+  for candidate in (out / "runs", out / "seed_0" / "runs"):
+    if (candidate / "ict").is_dir() and (candidate / "bert").is_dir():
+      return candidate
+  raise SystemExit(f"{out}: no runs/ict and runs/bert (nor seed_0/runs/...): give a "
+                   "quickstart's or a reproduction's --out folder")
+
+
+def _finetune(out: Path, runs: Path, run_dir: Path, steps: int, tunables: str | None):
+  env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+  if tunables:
+    env["GLIBC_TUNABLES"] = tunables
+  cli = Path(sys.executable).with_name("realm-bench")
+  command = [str(cli), "train", "--gin_file=runs/finetune.gin", "--gin_file=datasets/nq.gin",
+             "--gin_file=experiments/orqa.gin", "--gin_file=sizes/tiny.gin",
+             f"--gin.WORLD_DIR='{out / 'world'}'", f"--gin.VOCAB_PATH='{out / 'vocab.txt'}'",
+             f"--gin.RUN_DIR='{run_dir}'", f"--gin.WARM_START='{runs / 'ict'}'",
+             f"--gin.BERT_RUN='{runs / 'bert'}'", f"--gin.NUM_STEPS={steps}",
+             "--gin.BATCH_SIZE=12", "--gin.LEARNING_RATE=0.0001",
+             f"--gin.WARMUP_STEPS={steps // 10}", "--gin.NUM_RETRIEVED=32", "--gin.NUM_READ=5",
+             "--gin.SCORE_SCALE=0.0884"]
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
+  start = time.perf_counter()
+  subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+  wall = time.perf_counter() - start
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  metrics = json.loads((run_dir / "record.json").read_text())["metrics"]
+  return {"wall": wall, "user": after.ru_utime - before.ru_utime,
+          "sys": after.ru_stime - before.ru_stime,
+          "faults": after.ru_minflt - before.ru_minflt, "metrics": metrics,
+          "command": " ".join(command)}
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("out", type=Path)
+  parser.add_argument("--steps", type=int, default=300)
+  args = parser.parse_args(argv)
+  runs = _runs_dir(args.out)
+  rows = {}
+  with tempfile.TemporaryDirectory() as tmp:
+    for name, tunables in (("glibc default", None), ("Makefile GLIBC_TUNABLES", TUNED)):
+      rows[name] = _finetune(args.out, runs, Path(tmp) / name.replace(" ", "_"), args.steps,
+                             tunables)
+  base = rows["glibc default"]
+  print(f"ORQA fine-tuning, {args.steps} steps of 12 from {runs} (startup included)\n"
+        f"command: {base['command']}\n")
+  print("| malloc | wall s | user s | sys s | minor faults | wall / default |")
+  print("|---|---:|---:|---:|---:|---:|")
+  for name, r in rows.items():
+    print(f"| {name} | {r['wall']:.1f} | {r['user']:.1f} | {r['sys']:.1f} | "
+          f"{r['faults']:,} | {r['wall'] / base['wall']:.2f} |")
+  same = rows["Makefile GLIBC_TUNABLES"]["metrics"] == base["metrics"]
+  print(f"\nlast-step metrics equal: {same}")
+  return 0 if same else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
