@@ -14,7 +14,7 @@ BEAM_STAMP := $(VENV)/.installed-beam
 # reproduction's CPU time was the kernel's. One arena without mmap or trimming keeps it in the
 # heap: the same numbers, 15% less wall time on a 300-step fine-tuning with its start-up
 # (benchmarks/malloc.py; results/EXPERIMENTS.md E100). Set for the long runs only: the test
-# suite was not faster under it (9 min 13 s against 8 min 33 s). Ignored off glibc.
+# suite was not faster under it (9 min 13 s against 8 min 53 s, one run each). Ignored off glibc.
 MALLOC_TUNABLES := glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184
 quickstart reproduce reproduce-smoke: export GLIBC_TUNABLES ?= $(MALLOC_TUNABLES)
 
