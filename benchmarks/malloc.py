@@ -1,16 +1,16 @@
 """A fine-tuning's wall time with glibc's default malloc against the Makefile's settings.
 
 XLA's CPU runtime allocates each execution's temporaries as one buffer (strace shows a
-303 MB munmap per step of the quickstart's Open-QA fine-tuning). Above glibc's mmap threshold (at most 32 MB) every such allocation is a fresh
-mmap, so each step faults its pages in again and unmaps them: E100's one-seed reproduction
+303 MB munmap per step of the quickstart's Open-QA fine-tuning). Above glibc's mmap threshold
+(at most 32 MB) every such allocation is a fresh mmap, so each step faults its pages in again and unmaps them: E100's one-seed reproduction
 spent 3,031 s of system time against 7,178 s of user time. The Makefile's GLIBC_TUNABLES
 (one arena, no mmap, no trimming) keep the freed buffer in the heap for the next step.
 
   python benchmarks/malloc.py OUT [--steps 300]
 
 OUT is a quickstart's or a reproduction's folder (its world, vocabulary, BERT and ICT runs).
-Both runs are the same ORQA fine-tuning (`realm-bench train`, the quickstart's settings, a
-fresh run folder each) in child processes; their last-step metrics must be equal, since the
+Both runs are the same ORQA fine-tuning (`realm-bench train` with the quickstart's bindings,
+`stages.finetune_bindings`, a fresh run folder each) in child processes; their last-step metrics must be equal, since the
 allocator does not touch the arithmetic.
 """
 from __future__ import annotations
@@ -25,8 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-TUNED = ("glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:"
-         "glibc.malloc.trim_threshold=17179869184")
+from realm_bench import stages
+
+MAKEFILE = Path(__file__).resolve().parent.parent / "Makefile"
+
+
+def makefile_tunables(makefile: Path = MAKEFILE) -> str:
+  """The Makefile's MALLOC_TUNABLES: one definition for the long runs and this benchmark."""
+  for line in makefile.read_text().splitlines():
+    name, sep, value = line.partition(":=")
+    if sep and name.strip() == "MALLOC_TUNABLES":
+      return value.strip()
+  raise SystemExit(f"{makefile}: no MALLOC_TUNABLES := ... line")
 
 
 def _runs_dir(out: Path) -> Path:
@@ -42,18 +52,20 @@ def _finetune(out: Path, runs: Path, run_dir: Path, steps: int, tunables: str | 
   if tunables:
     env["GLIBC_TUNABLES"] = tunables
   cli = Path(sys.executable).with_name("realm-bench")
+  config = stages.QuickstartConfig(finetune_steps=steps)
+  bindings = [f"WORLD_DIR = '{out / 'world'}'", f"VOCAB_PATH = '{out / 'vocab.txt'}'",
+              f"RUN_DIR = '{run_dir}'",
+              *stages.finetune_bindings(config, runs / "ict", runs / "bert")]
   command = [str(cli), "train", "--gin_file=runs/finetune.gin", "--gin_file=datasets/nq.gin",
-             "--gin_file=experiments/orqa.gin", "--gin_file=sizes/tiny.gin",
-             f"--gin.WORLD_DIR='{out / 'world'}'", f"--gin.VOCAB_PATH='{out / 'vocab.txt'}'",
-             f"--gin.RUN_DIR='{run_dir}'", f"--gin.WARM_START='{runs / 'ict'}'",
-             f"--gin.BERT_RUN='{runs / 'bert'}'", f"--gin.NUM_STEPS={steps}",
-             "--gin.BATCH_SIZE=12", "--gin.LEARNING_RATE=0.0001",
-             f"--gin.WARMUP_STEPS={steps // 10}", "--gin.NUM_RETRIEVED=32", "--gin.NUM_READ=5",
-             "--gin.SCORE_SCALE=0.0884"]
+             "--gin_file=experiments/orqa.gin", f"--gin_file={config.size_gin}",
+             *(f"--gin_bindings={b}" for b in bindings)]
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   start = time.perf_counter()
-  subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
-                 stderr=subprocess.DEVNULL)
+  proc = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        text=True, check=False)
+  if proc.returncode:
+    raise SystemExit(f"malloc.py: the fine-tuning exited {proc.returncode}:\n"
+                     + "\n".join(proc.stderr.strip().splitlines()[-5:]))
   wall = time.perf_counter() - start
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
   metrics = json.loads((run_dir / "record.json").read_text())["metrics"]
@@ -71,7 +83,7 @@ def main(argv=None) -> int:
   runs = _runs_dir(args.out)
   rows = {}
   with tempfile.TemporaryDirectory() as tmp:
-    for name, tunables in (("glibc default", None), ("Makefile GLIBC_TUNABLES", TUNED)):
+    for name, tunables in (("glibc default", None), ("Makefile GLIBC_TUNABLES", makefile_tunables())):
       rows[name] = _finetune(args.out, runs, Path(tmp) / name.replace(" ", "_"), args.steps,
                              tunables)
   base = rows["glibc default"]
