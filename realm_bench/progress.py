@@ -12,13 +12,14 @@ import dataclasses
 import re
 import time
 
-# Seconds per unit of work, from the one-seed reproduction on the quickstart's world
-# (results/EXPERIMENTS.md E100: 2 idle CPU cores, 900 fine-tuning steps): a training's unit is
-# one example (steps x batch); a pre-training's index refresh counts as REFRESH_UNITS
-# examples; an evaluation or a recall is one unit.
-PRIOR_SECONDS = {"bert": 146 / (600 * 128), "ict": 240 / (1000 * 64),
-                 "pretrain": 160 / (300 * 16 + 70 * 15), "finetune": 255 / (900 * 12),
-                 "evaluate": 8.0, "recall": 13.0, "train": 255 / (900 * 12)}
+# Seconds per unit of work, from seed 1 of the reproduction on the quickstart's world
+# (results/EXPERIMENTS.md E101: 2 idle CPU cores, 900 fine-tuning steps, the Makefile's malloc
+# settings; without them fine-tunings took 1.3-1.5x longer, E100): a training's unit is one
+# example (steps x batch); a pre-training's index refresh counts as REFRESH_UNITS examples; an
+# evaluation or a recall is one unit.
+PRIOR_SECONDS = {"bert": 111 / (600 * 128), "ict": 255 / (1000 * 64),
+                 "pretrain": 128 / (300 * 16 + 70 * 15), "finetune": 175 / (900 * 12),
+                 "evaluate": 7.0, "recall": 12.0, "train": 175 / (900 * 12)}
 REFRESH_UNITS = 70
 
 

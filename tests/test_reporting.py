@@ -643,7 +643,7 @@ def test_the_sweep_plot_draws_the_reference_line(tmp_path, monkeypatch):
 
 
 def test_committed_check_is_what_the_committed_records_decide(capsys):
-  """The one-seed reproduction's verdicts quoted in the README (E100) come from its records."""
+  """The reproduction's verdicts quoted in the README (E100, E101) come from its records."""
   root = Path(__file__).resolve().parent.parent
   cli.main(["check", "--runs", str(root / "results/records/reproduce_reworded")])
   verdicts = lambda text: [l for l in text.splitlines()
