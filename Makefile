@@ -13,7 +13,8 @@ BEAM_STAMP := $(VENV)/.installed-beam
 # with the default malloc every step maps, faults in and unmaps it: a third of a
 # reproduction's CPU time was the kernel's. One arena without mmap or trimming keeps it in the
 # heap: the same numbers, 15% less wall time on a 300-step fine-tuning with its start-up
-# (benchmarks/malloc.py; results/EXPERIMENTS.md E100). Set for the long runs only: the test
+# (benchmarks/malloc.py, E100); a reproduction seed took 1 h 12 min under it (E101; seed 0, a
+# session earlier without it: 1 h 37 min). Set for the long runs only: the test
 # suite was not faster under it (9 min 13 s against 8 min 53 s, one run each). Ignored off glibc.
 MALLOC_TUNABLES := glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184
 quickstart reproduce reproduce-smoke: export GLIBC_TUNABLES ?= $(MALLOC_TUNABLES)

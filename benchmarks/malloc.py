@@ -1,17 +1,18 @@
 """A fine-tuning's wall time with glibc's default malloc against the Makefile's settings.
 
 XLA's CPU runtime allocates each execution's temporaries as one buffer (strace shows a
-303 MB munmap per step of the quickstart's Open-QA fine-tuning). Above glibc's mmap threshold
-(at most 32 MB) every such allocation is a fresh mmap, so each step faults its pages in again and unmaps them: E100's one-seed reproduction
-spent 3,031 s of system time against 7,178 s of user time. The Makefile's GLIBC_TUNABLES
+303 MB munmap per step of the quickstart's Open-QA fine-tuning). Above glibc's mmap
+threshold (at most 32 MB) every such allocation is a fresh mmap, so each step faults its pages
+in again and unmaps them: E100's one-seed reproduction spent 3,031 s of system time against
+7,178 s of user time. The Makefile's GLIBC_TUNABLES
 (one arena, no mmap, no trimming) keep the freed buffer in the heap for the next step.
 
   python benchmarks/malloc.py OUT [--steps 300]
 
 OUT is a quickstart's or a reproduction's folder (its world, vocabulary, BERT and ICT runs).
 Both runs are the same ORQA fine-tuning (`realm-bench train` with the quickstart's bindings,
-`stages.finetune_bindings`, a fresh run folder each) in child processes; their last-step metrics must be equal, since the
-allocator does not touch the arithmetic.
+`stages.finetune_bindings`, a fresh run folder each) in child processes; their last-step
+metrics must be equal, since the allocator does not touch the arithmetic.
 """
 from __future__ import annotations
 
@@ -80,10 +81,13 @@ def main(argv=None) -> int:
   parser.add_argument("out", type=Path)
   parser.add_argument("--steps", type=int, default=300)
   args = parser.parse_args(argv)
+  if args.steps < 1:
+    parser.error(f"--steps: {args.steps} is not a whole number of at least 1")
   runs = _runs_dir(args.out)
   rows = {}
   with tempfile.TemporaryDirectory() as tmp:
-    for name, tunables in (("glibc default", None), ("Makefile GLIBC_TUNABLES", makefile_tunables())):
+    for name, tunables in (("glibc default", None),
+                           ("Makefile GLIBC_TUNABLES", makefile_tunables())):
       rows[name] = _finetune(args.out, runs, Path(tmp) / name.replace(" ", "_"), args.steps,
                              tunables)
   base = rows["glibc default"]

@@ -28,3 +28,10 @@ def test_a_folder_without_bert_and_ict_runs_is_refused(tmp_path):
                         capture_output=True, text=True, timeout=120, check=False)
   assert proc.returncode == 1 and "Traceback" not in proc.stderr
   assert f"{tmp_path}: no runs/ict and runs/bert" in proc.stderr
+
+
+def test_a_step_count_below_one_is_refused(tmp_path):
+  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "malloc.py"), str(tmp_path),
+                         "--steps", "0"], capture_output=True, text=True, timeout=120, check=False)
+  assert proc.returncode == 2 and "Traceback" not in proc.stderr
+  assert "--steps: 0 is not a whole number of at least 1" in proc.stderr

@@ -2,6 +2,7 @@
 tiny-world smoke run of every row end to end (slow: `make test-slow`)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -73,6 +74,17 @@ def test_plan_lists_every_stage_once_per_seed(tmp_path):
   assert "staleness_refresh_0030_pretrain" in seed0
   assert "closed_book_ct_finetune" not in seed0 and "closed_book_wq_eval_test" in seed0
   assert sum(p.kind == "pretrain" for p in planned) == 2 * (len(rows.PRETRAININGS) + 2)
+
+
+def test_first_seed_plans_that_seed_alone(tmp_path):
+  """One seed per invocation (E101) writes the folder `--seeds 3` would, and no other."""
+  config = reproduce.ReproduceConfig(seeds=1, first_seed=2, sweep_values=(20, 600))
+  planned = reproduce.plan(out_dir=tmp_path, config=config, stages=QuickstartConfig())
+  assert {p.name.split("/")[0] for p in planned} == {"seed_2"}
+  three = reproduce.plan(out_dir=tmp_path, config=dataclasses.replace(config, seeds=3,
+                                                                       first_seed=0),
+                         stages=QuickstartConfig())
+  assert [p.name for p in planned] == [p.name for p in three if p.name.startswith("seed_2/")]
 
 
 def test_a_retriever_warmup_precedes_every_realm_pretraining(tmp_path):
