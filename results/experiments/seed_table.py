@@ -1,5 +1,6 @@
-"""One row per world seed from quickstart records: the reference points, the systems and
-REALM's paired differences (points +- SE over the same questions), in markdown.
+"""One row per records folder, named by its last `_` suffix (a world seed or a training
+seed, as the folders are named): the reference points, the systems and REALM's paired
+differences (points +- SE over the same questions), in markdown.
 
   python results/experiments/seed_table.py results/records/quickstart/seed_0 [seed_1 ...]
 """
@@ -18,7 +19,7 @@ def _paired(a, b):
 
 
 def main(folders):
-  print("| world seed | prior | BM25 R@5 | BM25 + reader | closed-book | ORQA | REALM | "
+  print("| seed | prior | BM25 R@5 | BM25 + reader | closed-book | ORQA | REALM | "
         "ICT R@5 | REALM R@5 | REALM − ORQA | REALM − BM25 reader | REALM − closed-book | "
         "REALM − ICT R@5 |")
   print("|" + "---|" * 1 + "---:|" * 12)
