@@ -332,6 +332,24 @@ def test_encoder_control_bm25_reads_bm25s_blocks_with_the_encoders_reader(monkey
   assert bad.returncode != 0 and "--bm25" in bad.stderr
 
 
+def test_encoder_control_builds_the_towers_of_its_size_overlay(monkeypatch, tmp_path):
+  from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
+  control = _load("encoder_control")
+  runs = tmp_path / "runs"
+  for needed in ("bert", "ict", "realm_pretrain"):
+    (runs / needed).mkdir(parents=True)
+    (runs / needed / "record.json").write_text("{}")
+  configs = []
+  monkeypatch.setattr(stages_lib.Stages, "train",
+                      lambda self, name, gin_files, bindings, kind: configs.append(
+                          self.config) or runs / name)
+  monkeypatch.setattr(stages_lib.Stages, "evaluate", lambda self, *a, **k: None)
+  control.run(tmp_path, "wide_bm25", runs / "realm_pretrain", bm25=True,
+              extra_gin=("results/experiments/tiny_wide.gin",))
+  assert [c.extra_gin for c in configs] == [("results/experiments/tiny_wide.gin",)]
+  assert (ROOT / "results" / "experiments" / "tiny_wide.gin").exists()
+
+
 def test_readme_default_world_table_at_900_steps_is_the_records():
   seeds = sorted(str(p) for p in (RECORDS / "quickstart_finetune900" / "default").glob("seed_*"))
   out = _run("seed_table.py", *seeds)

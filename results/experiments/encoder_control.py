@@ -4,6 +4,7 @@ controls for REALM pre-training's compute.
   python results/experiments/encoder_control.py OUT NAME --encoder RUN
   python results/experiments/encoder_control.py OUT NAME --continue-bert
   python results/experiments/encoder_control.py OUT NAME --encoder RUN --bm25
+  ... [--extra_gin=FILE ...]
 
 ICT's retriever (OUT/runs/ict) and the reader of RUN are fine-tuned and evaluated on the NQ
 twin as the quickstart's systems are (`stages.finetune_bindings`): OUT/runs/NAME_finetune,
@@ -19,6 +20,10 @@ the retriever costs and what the encoder gains.
 budget, `pretrain_steps` x `pretrain_batch` sequences at its learning rate and warm-up, on the
 pre-training sentences alone with BERT's own objective (no blocks), and uses that as RUN: the
 control for what the REALM encoder gains from training longer on the same text (E81).
+
+`--extra_gin=FILE` (repeatable) is the quickstart's `QuickstartConfig.extra_gin` of OUT's run:
+its towers' size overlay (e.g. results/experiments/tiny_wide.gin, E102), without which the
+fine-tuning would build the quickstart's tiny towers around another size's checkpoints.
 """
 import sys
 from pathlib import Path
@@ -36,12 +41,13 @@ def continue_bert(s: stages_lib.Stages, name: str) -> Path:
       f"train_lib.train.warm_starts = [('{bert}', {{'reader': 'reader', 'mlm_head': 'mlm_head'}})]"])
 
 
-def run(out: Path, name: str, encoder: Path | None, bm25: bool = False) -> None:
+def run(out: Path, name: str, encoder: Path | None, bm25: bool = False,
+        extra_gin: tuple[str, ...] = ()) -> None:
   # Refused before anything is trained, rather than a traceback from the warm start.
   for needed in [out / "runs" / "bert", out / "runs" / "ict"] + ([encoder] if encoder else []):
     if not (needed / "record.json").exists():
       sys.exit(f"{needed}: no record.json; OUT must be a quickstart folder and RUN a finished run")
-  s = stages_lib.Stages(out, stages_lib.QuickstartConfig())
+  s = stages_lib.Stages(out, stages_lib.QuickstartConfig(extra_gin=tuple(extra_gin)))
   if encoder is None:
     encoder = continue_bert(s, f"{name}_bert")
   if bm25:
@@ -61,10 +67,11 @@ def run(out: Path, name: str, encoder: Path | None, bm25: bool = False) -> None:
 
 
 if __name__ == "__main__":
-  args = sys.argv[1:]
+  extra = tuple(a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--extra_gin="))
+  args = [a for a in sys.argv[1:] if not a.startswith("--extra_gin=")]
   if len(args) in (4, 5) and args[2] == "--encoder" and args[4:] in ([], ["--bm25"]):
-    run(Path(args[0]), args[1], Path(args[3]), bm25=len(args) == 5)
+    run(Path(args[0]), args[1], Path(args[3]), bm25=len(args) == 5, extra_gin=extra)
   elif len(args) == 3 and args[2] == "--continue-bert":
-    run(Path(args[0]), args[1], None)
+    run(Path(args[0]), args[1], None, extra_gin=extra)
   else:
     sys.exit(__doc__)
