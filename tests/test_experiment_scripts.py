@@ -317,37 +317,25 @@ def test_encoder_control_bm25_reads_bm25s_blocks_with_the_encoders_reader(monkey
   trained, evaluated = [], []
   monkeypatch.setattr(stages_lib.Stages, "train",
                       lambda self, name, gin_files, bindings, kind: trained.append(
-                          (name, gin_files, bindings)) or runs / name)
+                          (name, gin_files, bindings, self.config.extra_gin)) or runs / name)
   monkeypatch.setattr(stages_lib.Stages, "evaluate",
                       lambda self, name, experiment, tuned, split, overlays=(): evaluated.append(
                           (name, experiment, split, tuple(overlays))))
-  control.run(tmp_path, "enc_bm25", runs / "realm_pretrain", bm25=True)
-  [(name, gin_files, bindings)] = trained
+  wide = "results/experiments/tiny_wide.gin"   # E102's towers: built at its size, not tiny's
+  control.run(tmp_path, "enc_bm25", runs / "realm_pretrain", bm25=True, extra_gin=(wide,))
+  [(name, gin_files, bindings, extra_gin)] = trained
   assert name == "enc_bm25_finetune" and "experiments/bm25_reader.gin" in gin_files
+  assert extra_gin == (wide,)
   assert f"BERT_RUN = '{runs / 'realm_pretrain'}'" in bindings and "WARM_START = None" in bindings
   assert [e[:3] for e in evaluated] == [("enc_bm25_eval_test", "bm25_reader", "test"),
                                         ("enc_bm25_eval_dev", "bm25_reader", "validation")]
   assert all(e[3] == ("experiments/bm25_reader.gin",) for e in evaluated)
   bad = _run("encoder_control.py", str(tmp_path), "x", "--encoder", str(runs / "bert"), "--bm2")
   assert bad.returncode != 0 and "--bm25" in bad.stderr
-
-
-def test_encoder_control_builds_the_towers_of_its_size_overlay(monkeypatch, tmp_path):
-  from realm_bench import stages as stages_lib  # pylint: disable=g-import-not-at-top
-  control = _load("encoder_control")
-  runs = tmp_path / "runs"
-  for needed in ("bert", "ict", "realm_pretrain"):
-    (runs / needed).mkdir(parents=True)
-    (runs / needed / "record.json").write_text("{}")
-  configs = []
-  monkeypatch.setattr(stages_lib.Stages, "train",
-                      lambda self, name, gin_files, bindings, kind: configs.append(
-                          self.config) or runs / name)
-  monkeypatch.setattr(stages_lib.Stages, "evaluate", lambda self, *a, **k: None)
-  control.run(tmp_path, "wide_bm25", runs / "realm_pretrain", bm25=True,
-              extra_gin=("results/experiments/tiny_wide.gin",))
-  assert [c.extra_gin for c in configs] == [("results/experiments/tiny_wide.gin",)]
-  assert (ROOT / "results" / "experiments" / "tiny_wide.gin").exists()
+  typo = _run("encoder_control.py", str(tmp_path), "x", "--encoder", str(runs / "bert"),
+              "--extra_gin=results/experiments/tiny_wid.gin")
+  assert typo.returncode != 0 and "tiny_wid.gin" in typo.stderr
+  assert "Traceback" not in typo.stderr and not (runs / "x_finetune").exists()
 
 
 def test_readme_default_world_table_at_900_steps_is_the_records():

@@ -69,6 +69,9 @@ def run(out: Path, name: str, encoder: Path | None, bm25: bool = False,
 if __name__ == "__main__":
   extra = tuple(a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--extra_gin="))
   args = [a for a in sys.argv[1:] if not a.startswith("--extra_gin=")]
+  for overlay in extra:
+    if not Path(overlay).is_file():
+      sys.exit(f"--extra_gin={overlay}: no such file (give the overlay OUT's quickstart ran with)")
   if len(args) in (4, 5) and args[2] == "--encoder" and args[4:] in ([], ["--bm25"]):
     run(Path(args[0]), args[1], Path(args[3]), bm25=len(args) == 5, extra_gin=extra)
   elif len(args) == 3 and args[2] == "--continue-bert":
