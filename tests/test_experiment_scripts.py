@@ -351,6 +351,31 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
+@pytest.mark.parametrize("a, b, folder_a, folder_b, per_world", [
+    ("realm_recall_dev", "realm_recall_dev", "e103_long", "e102_wide", False),  # 900 − 300 steps
+    ("realm_recall_dev", "ict_recall_dev", "e103_long", "e102_wide", False),
+    ("realm_eval_test", "bm25_reader_eval_test", "e103_long", "e102_wide", True),
+    ("realm_eval_test", "orqa_eval_test", "e103_long", "e102_wide", False),
+    ("realm_recall_dev", "realm_recall_dev", "e102_wide", "e104_stale", False),  # fresh − stale
+    ("realm_recall_dev", "realm_recall_dev", "e105_rate", "e102_wide", False),   # 0.3x − 0.1x
+])
+def test_readme_quotes_the_wide_tower_comparisons(a, b, folder_a, folder_b, per_world):
+  """E103-E105's intervals over worlds 0, 4, 5, 6 in the README are what `paired_runs.py`
+  gives from the committed records (and, where the README lists them, each world's)."""
+  root = RECORDS / "quickstart_finetune900"
+  out = _run("paired_runs.py", a, b, *(
+      f"{root / folder_a / f'reworded_world_{n}'},{root / folder_b / f'reworded_world_{n}'}"
+      for n in (0, 4, 5, 6)))
+  assert out.returncode == 0, out.stderr
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  *worlds, mean = out.stdout.strip().splitlines()
+  quoted = re.match(r"mean (\S+ \[\S+ \S+\])", mean).group(1)
+  assert quoted in readme, (a, b, folder_a, quoted)
+  if per_world:
+    listed = ", ".join(line.rsplit(" ", 3)[1] + " ± " + line.rsplit(" ", 1)[1] for line in worlds)
+    assert listed in readme, listed
+
+
 def _decided_claims(runs: Path) -> list[dict]:
   """`realm-bench check --runs RUNS`'s claims that had records to decide them."""
   out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
