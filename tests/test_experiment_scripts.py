@@ -358,9 +358,14 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     ("realm_eval_test", "orqa_eval_test", "e103_long", "e102_wide", False),
     ("realm_recall_dev", "realm_recall_dev", "e102_wide", "e104_stale", False),  # fresh − stale
     ("realm_recall_dev", "realm_recall_dev", "e105_rate", "e102_wide", False),   # 0.3x − 0.1x
+    ("realm_recall_dev", "ict_recall_dev", "e106_rate1_fresh", "e102_wide", True),  # 1.0x
+    ("realm_recall_dev", "realm_recall_dev", "e106_rate1_fresh", "e106_rate1_stale", True),
+    ("realm_eval_test", "bm25_reader_eval_test", "e106_rate1_fresh", "e102_wide", True),
+    ("realm_eval_test", "realm_eval_test", "e106_rate1_fresh", "e103_long", False),
+    ("realm_eval_test", "orqa_eval_test", "e106_rate1_fresh", "e102_wide", False),
 ])
 def test_readme_quotes_the_wide_tower_comparisons(a, b, folder_a, folder_b, per_world):
-  """E103-E105's intervals over worlds 0, 4, 5, 6 in the README are what `paired_runs.py`
+  """E103-E106's and E108's intervals over worlds 0, 4, 5, 6 in the README are what `paired_runs.py`
   gives from the committed records (and, where the README lists them, each world's)."""
   root = RECORDS / "quickstart_finetune900"
   out = _run("paired_runs.py", a, b, *(
