@@ -381,6 +381,22 @@ def test_readme_quotes_the_wide_tower_comparisons(a, b, folder_a, folder_b, per_
     assert listed in readme, listed
 
 
+def test_readme_quotes_the_quickstart_at_the_papers_rate():
+  """E109's REALM − ICT (each world's and the interval) and its EM against the 0.1x quickstart
+  in the README are what `paired_runs.py` gives from the committed records."""
+  root = RECORDS / "quickstart_finetune900"
+  e109 = [root / "e109_quickstart_rate1" / f"reworded_world_{n}" for n in (0, 4, 5, 6)]
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  recall = _run("paired_runs.py", "realm_recall_dev", "ict_recall_dev", *map(str, e109))
+  *worlds, mean = recall.stdout.strip().splitlines()
+  listed = ", ".join(line.rsplit(" ", 3)[1] + " ± " + line.rsplit(" ", 1)[1] for line in worlds)
+  assert listed + ", **" + re.match(r"mean (\S+ \[\S+ \S+\])", mean).group(1) in readme, listed
+  em = _run("paired_runs.py", "realm_eval_test", "realm_eval_test", *(
+      f"{e},{root / 'topical_reworded' / f'seed_{n}'}" for e, n in zip(e109, (0, 4, 5, 6))))
+  quoted = re.match(r"mean (\S+ \[\S+ \S+\])", em.stdout.strip().splitlines()[-1]).group(1)
+  assert f"test EM {quoted} against the 0.1x REALM" in readme, quoted
+
+
 def _decided_claims(runs: Path) -> list[dict]:
   """`realm-bench check --runs RUNS`'s claims that had records to decide them."""
   out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
