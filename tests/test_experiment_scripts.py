@@ -397,6 +397,20 @@ def test_readme_quotes_the_quickstart_at_the_papers_rate():
   assert f"test EM {quoted} against the 0.1x REALM" in readme, quoted
 
 
+def test_readme_quotes_the_sweep_at_the_papers_rate():
+  """E110's Recall@5 at refresh every 20, 60, 200 and 600 steps (worlds 0 and 4), as the README
+  lists them, are the committed recall records'."""
+  from realm_bench.reporting.records import RECORD_NAME, read_record  # pylint: disable=g-import-not-at-top
+  root = RECORDS / "quickstart_finetune900"
+  folders = ("e106_rate1_fresh", "e110_refresh60", "e110_refresh200", "e106_rate1_stale")
+  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  def recall(folder, n):
+    path = root / folder / f"reworded_world_{n}" / "realm_recall_dev" / RECORD_NAME
+    return f"{read_record(path).metrics['recall@5']:.1f}"
+  worlds = [", ".join(recall(f, n) for f in folders) for n in (0, 4)]
+  assert f"30x of {worlds[0]} and {worlds[1]}:" in readme, worlds
+
+
 def _decided_claims(runs: Path) -> list[dict]:
   """`realm-bench check --runs RUNS`'s claims that had records to decide them."""
   out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
