@@ -92,7 +92,7 @@ def test_seed_recall_gives_the_intervals_the_readme_quotes(records, quote):
   found = re.search(r"mean difference (\S+) over 12 runs, 95% interval over runs \[(\S+), (\S+)\]; "
                     r"over the 4 world means \[(\S+), (\S+)\]", out.stdout)
   assert found, out.stdout
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   quoted = re.search(quote, readme)
   assert quoted, f"the README no longer quotes the interval of {records}"
   # The script prints two decimals, the README one: equal up to that rounding.
@@ -174,7 +174,7 @@ def test_check_on_the_alias_world_records_gives_the_verdicts_the_readme_quotes()
                         capture_output=True, text=True, cwd=ROOT, check=False)
   claims = {v["item"]: v for v in json.loads(done.stdout)["verdicts"]
             if v["kind"] == "claim" and v["verdict"] != "MISSING"}
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   for item, verdict, words in (
       ("table1/realm_above_closed_book", "PASS", "REALM > closed-book PASS"),
       ("table2/realm_above_orqa", "PASS", "REALM > ORQA PASS on NQ dev"),
@@ -278,7 +278,7 @@ def test_readme_quotes_the_default_world_differences_at_900_steps():
   assert out.returncode == 0, out.stderr
   row = [line for line in out.stdout.splitlines() if line.startswith("| 0 |")][0]
   orqa, bm25, closed, recall = [c.strip() for c in row.strip("|").split("|")][-4:]
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   quote = (f"REALM − ORQA **{orqa}**, REALM − BM25 + reader {bm25}, REALM − closed-book "
            f"{closed}, REALM's Recall@5 − ICT's {recall}.")
   assert quote in readme, quote
@@ -351,6 +351,22 @@ def test_readme_default_world_table_at_900_steps_is_the_records():
     assert "| " + " | ".join(cells) + " |" in readme, row
 
 
+def _readme_words() -> str:
+  """The README with its line breaks and runs of spaces made single spaces, so a quoted number
+  is found wherever the prose wraps."""
+  return " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+
+
+def _paired_over_worlds(a: str, b: str, pairs) -> tuple[str, str]:
+  """`paired_runs.py A B PAIR ...` as the README quotes it: each world's "diff ± se", comma
+  separated, and the mean with its interval."""
+  out = _run("paired_runs.py", a, b, *map(str, pairs))
+  assert out.returncode == 0, out.stderr
+  *worlds, mean = out.stdout.strip().splitlines()
+  listed = ", ".join(line.rsplit(" ", 3)[1] + " ± " + line.rsplit(" ", 1)[1] for line in worlds)
+  return listed, re.match(r"mean (\S+ \[\S+ \S+\])", mean).group(1)
+
+
 @pytest.mark.parametrize("a, b, folder_a, folder_b, per_world", [
     ("realm_recall_dev", "realm_recall_dev", "e103_long", "e102_wide", False),  # 900 − 300 steps
     ("realm_recall_dev", "ict_recall_dev", "e103_long", "e102_wide", False),
@@ -368,16 +384,12 @@ def test_readme_quotes_the_wide_tower_comparisons(a, b, folder_a, folder_b, per_
   """E103-E106's and E108's intervals over worlds 0, 4, 5, 6 in the README are what `paired_runs.py`
   gives from the committed records (and, where the README lists them, each world's)."""
   root = RECORDS / "quickstart_finetune900"
-  out = _run("paired_runs.py", a, b, *(
+  listed, quoted = _paired_over_worlds(a, b, (
       f"{root / folder_a / f'reworded_world_{n}'},{root / folder_b / f'reworded_world_{n}'}"
       for n in (0, 4, 5, 6)))
-  assert out.returncode == 0, out.stderr
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-  *worlds, mean = out.stdout.strip().splitlines()
-  quoted = re.match(r"mean (\S+ \[\S+ \S+\])", mean).group(1)
+  readme = _readme_words()
   assert quoted in readme, (a, b, folder_a, quoted)
   if per_world:
-    listed = ", ".join(line.rsplit(" ", 3)[1] + " ± " + line.rsplit(" ", 1)[1] for line in worlds)
     assert listed in readme, listed
 
 
@@ -386,14 +398,11 @@ def test_readme_quotes_the_quickstart_at_the_papers_rate():
   in the README are what `paired_runs.py` gives from the committed records."""
   root = RECORDS / "quickstart_finetune900"
   e109 = [root / "e109_quickstart_rate1" / f"reworded_world_{n}" for n in (0, 4, 5, 6)]
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-  recall = _run("paired_runs.py", "realm_recall_dev", "ict_recall_dev", *map(str, e109))
-  *worlds, mean = recall.stdout.strip().splitlines()
-  listed = ", ".join(line.rsplit(" ", 3)[1] + " ± " + line.rsplit(" ", 1)[1] for line in worlds)
-  assert listed + ", **" + re.match(r"mean (\S+ \[\S+ \S+\])", mean).group(1) in readme, listed
-  em = _run("paired_runs.py", "realm_eval_test", "realm_eval_test", *(
+  readme = _readme_words()
+  listed, quoted = _paired_over_worlds("realm_recall_dev", "ict_recall_dev", e109)
+  assert f"{listed}, **{quoted}" in readme, listed
+  _, quoted = _paired_over_worlds("realm_eval_test", "realm_eval_test", (
       f"{e},{root / 'topical_reworded' / f'seed_{n}'}" for e, n in zip(e109, (0, 4, 5, 6))))
-  quoted = re.match(r"mean (\S+ \[\S+ \S+\])", em.stdout.strip().splitlines()[-1]).group(1)
   assert f"test EM {quoted} against the 0.1x REALM" in readme, quoted
 
 
@@ -403,7 +412,7 @@ def test_readme_quotes_the_sweep_at_the_papers_rate():
   from realm_bench.reporting.records import RECORD_NAME, read_record  # pylint: disable=g-import-not-at-top
   root = RECORDS / "quickstart_finetune900"
   folders = ("e106_rate1_fresh", "e110_refresh60", "e110_refresh200", "e106_rate1_stale")
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   def recall(folder, n):
     path = root / folder / f"reworded_world_{n}" / "realm_recall_dev" / RECORD_NAME
     return f"{read_record(path).metrics['recall@5']:.1f}"
@@ -425,7 +434,7 @@ def test_readme_quotes_the_check_over_the_900_step_worlds(folder):
   decides from the committed records (each claim's difference and 95% interval)."""
   claims = _decided_claims(RECORDS / "quickstart_finetune900" / folder)
   assert len(claims) == 4, claims
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   for v in claims:
     quoted = f"{v['delta']:+.1f} [{v['ci_low']:+.1f}, {v['ci_high']:+.1f}]"
     assert quoted in readme, (v["item"], v["verdict"], quoted)
@@ -467,7 +476,7 @@ def test_log_and_readme_e84_bm25_table_is_the_records():
   assert len(rows) == 8 and len(means) == 8, out.stdout
   for line in rows + means:
     assert line in log, line
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   for line in means[:2] + means[3:4]:   # BM25 − ICT, REALM encoder − BERT, retrieved − random
     interval = re.search(r"\[\S+, \S+\]", line).group()
     assert interval in readme, line
@@ -490,7 +499,7 @@ def test_paired_runs_gives_e87s_topical_minus_default_means():
   pairs = [f"{folders / 'topical' / f'seed_{w}'},{folders / 'default' / f'seed_{w}'}"
            for w in range(4)]
   log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
-  readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+  readme = _readme_words()
   means = {}
   for name in ("bm25_reader_eval_test", "orqa_eval_test", "realm_eval_test", "ict_recall_dev",
                "realm_recall_dev"):
