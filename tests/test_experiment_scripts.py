@@ -420,6 +420,26 @@ def test_readme_quotes_the_sweep_at_the_papers_rate():
   assert f"30x of {worlds[0]} and {worlds[1]}:" in readme, worlds
 
 
+@pytest.mark.parametrize("world", [0, 4, 5, 6])
+def test_log_e106_staleness_table_is_the_records(world):
+  """E106's rows (the wide retriever at the paper's rate, fresh and stale, against ICT, the 0.1x
+  REALM and BM25) are the committed records', differences paired as `paired_runs.py` pairs them."""
+  from realm_bench.reporting import summary  # pylint: disable=g-import-not-at-top
+  from realm_bench.reporting.records import RECORD_NAME, read_record  # pylint: disable=g-import-not-at-top
+  root = RECORDS / "quickstart_finetune900"
+  def rec(folder, stage):
+    return read_record(root / folder / f"reworded_world_{world}" / stage / RECORD_NAME)
+  ict, slow, bm25 = (rec("e102_wide", stage)
+                     for stage in ("ict_recall_dev", "realm_recall_dev", "bm25_nq_dev"))
+  stale, fresh = (rec(f"e106_rate1_{arm}", "realm_recall_dev") for arm in ("stale", "fresh"))
+  cells = [f"{r.metrics['recall@5']:.1f}" for r in (ict, slow, stale, fresh, bm25)]
+  for a, b in ((fresh, stale), (fresh, ict), (stale, ict), (fresh, slow)):
+    diff, se = summary.paired_difference(a, b)
+    cells.append(f"{diff:+.1f} ± {se:.1f}")
+  row = f"| {world} | " + " | ".join(cells) + " |"
+  assert row in (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8"), row
+
+
 def _decided_claims(runs: Path) -> list[dict]:
   """`realm-bench check --runs RUNS`'s claims that had records to decide them."""
   out = subprocess.run([sys.executable, "-m", "realm_bench.cli", "check", "--runs", str(runs),
