@@ -100,6 +100,30 @@ def test_seed_recall_gives_the_intervals_the_readme_quotes(records, quote):
     assert abs(float(printed) - float(said)) <= 0.055, (found.groups(), quoted.groups())
 
 
+def test_seed_recall_gives_each_world_its_interval_over_seeds_and_verdict():
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  worlds = sorted(str(p) for p in
+                  (RECORDS / "realm_recall_seeds" / "question_form_ict_warmup").glob("world_*"))
+  out = _run("seed_recall.py", "ict_recall_dev",
+             "qf=realm_recall_dev,realm_seed1_recall_dev,realm_seed2_recall_dev", "--", *worlds)
+  assert out.returncode == 0, out.stderr
+  rows = re.findall(r"\| (world_\d) \| realm\S* \| \S+ \| \S+ \| (\S+) ± \S+ \|", out.stdout)
+  means = re.findall(r"\| (world_\d) \| mean of 3 runs, 95% interval over them \| \| \| "
+                     r"(\S+) \[(\S+), (\S+)\] (PASS|FAIL|INCONCLUSIVE) \|", out.stdout)
+  assert len(rows) == 12 and len(means) == 4, out.stdout
+  verdicts = set()
+  for world, mean, low, high, verdict in means:
+    d = np.array([float(x) for w, x in rows if w == world])
+    half = scipy_stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    # The rows print one decimal, as do the intervals: equal up to that rounding.
+    assert abs(d.mean() - float(mean)) <= 0.1
+    assert abs(d.mean() - half - float(low)) <= 0.15 and abs(d.mean() + half - float(high)) <= 0.15
+    assert verdict == ("PASS" if float(low) > 0 else "FAIL" if float(high) < 0
+                       else "INCONCLUSIVE")
+    verdicts.add(verdict)
+  assert verdicts == {"PASS", "INCONCLUSIVE"}  # these records hold both
+
+
 def test_seed_recall_names_missing_records_and_fails_when_none(tmp_path):
   world = RECORDS / "realm_recall_seeds" / "question_form_ict_warmup" / "world_0"
   out = _run("seed_recall.py", "ict_recall_dev", "qf=realm_recall_dev,no_such_run", "--",

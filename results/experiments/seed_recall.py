@@ -9,7 +9,8 @@ its pair skipped); REFERENCE is the recall run every variant is paired with (the
 `ict_recall_dev`); a GROUP lists the recall runs of one recipe, one per seed (a run name may
 be a glob pattern that matches one run in each folder). Prints, per group, every run's
 Recall@5 and its paired difference from the reference (points +- SE over the same
-questions), then the mean difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
+questions), each world's mean over its runs (seeds) with a 95% t-interval over them and the
+verdict it gives (PASS above zero, FAIL below, INCONCLUSIVE), then the mean difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
 the world means (the conservative one: worlds are the units a recipe must hold on).
 `--versus A:B` also pairs two recipes directly, run by run (the n-th run of A with the n-th of
 B, i.e. the same seed), for a difference between recipes that does not go through the
@@ -32,6 +33,12 @@ def _interval(values):
     return math.nan, math.nan
   half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
   return values.mean() - half, values.mean() + half
+
+
+def _verdict(low, high) -> str:
+  """Issue 10's rule for one world's seeds: an interval wholly above zero passes, wholly
+  below fails, one that holds zero decides nothing."""
+  return "PASS" if low > 0 else "FAIL" if high < 0 else "INCONCLUSIVE"
 
 
 def main(reference, groups, outs, versus=()):
@@ -78,6 +85,10 @@ def _differences(title, outs, pairs):
     diffs += here
     if here:
       world_means.append(float(np.mean(here)))
+    if len(here) > 1:
+      slo, shi = _interval(here)
+      print(f"| {Path(out).name} | mean of {len(here)} runs, 95% interval over them | | | "
+            f"{np.mean(here):+.1f} [{slo:+.1f}, {shi:+.1f}] {_verdict(slo, shi)} |")
   if not diffs:
     sys.exit(f"{title}: none of the runs has a recall record in these folders")
   lo, hi = _interval(diffs)
