@@ -124,6 +124,42 @@ def test_seed_recall_gives_each_world_its_interval_over_seeds_and_verdict():
   assert verdicts == {"PASS", "INCONCLUSIVE"}  # these records hold both
 
 
+def test_sweep_seeds_pairs_by_seed_and_decides_the_trend_as_check_does(tmp_path):
+  """Six committed recall records of world 0 stand in for 3 points x 2 seeds."""
+  base = RECORDS / "quickstart_finetune900"
+  stand_ins = {(20, 0): "e106_rate1_fresh/reworded_world_0/realm_recall_dev",
+               (20, 1): "e110_refresh60/reworded_world_0/realm_recall_dev",
+               (60, 0): "e110_refresh200/reworded_world_0/realm_recall_dev",
+               (60, 1): "e106_rate1_stale/reworded_world_0/realm_recall_dev",
+               (200, 0): "e102_wide/reworded_world_0/realm_recall_dev",
+               (200, 1): "e102_wide/reworded_world_0/ict_recall_dev"}
+  world = tmp_path / "world_0"
+  world.mkdir()
+  r5 = {}
+  for (point, seed), rel in stand_ins.items():
+    (world / f"r{point}_s{seed}").symlink_to(base / rel, target_is_directory=True)
+    r5[point, seed] = json.loads((base / rel / "record.json").read_text())["metrics"]["recall@5"]
+  out = _run("sweep_seeds.py", "r{point}_s{seed}", "20,60,200", "0,1", "--", str(world))
+  assert out.returncode == 0, out.stderr
+  for point in (20, 60, 200):
+    mean = (r5[point, 0] + r5[point, 1]) / 2
+    assert re.search(rf"\| {point} \| {r5[point, 0]:.1f} \| {r5[point, 1]:.1f} \| {mean:.1f} \|",
+                     out.stdout), out.stdout
+  for a, b in ((20, 60), (60, 200)):
+    found = re.search(rf"\| {a} − {b} \| .* \| (\S+) \[(\S+), (\S+)\] \|", out.stdout)
+    assert found, out.stdout
+    # Paired over the same questions, the mean paired difference is the difference of means.
+    want = np.mean([r5[a, s] - r5[b, s] for s in (0, 1)])
+    assert abs(float(found.group(1)) - want) <= 0.06
+  # The means fall at every step (63.6, 58.0, 44.4), but three points cannot pass: the
+  # smallest one-sided p is 1/3! = 0.167, as check's rule says.
+  assert "trend: ρ -1.00, p 0.167: INCONCLUSIVE" in out.stdout
+  assert "it cannot pass" in out.stdout
+  missing = _run("sweep_seeds.py", "r{point}_s{seed}", "20,600", "0", "--", str(world))
+  assert missing.returncode != 0 and "r600_s0/record.json: no such record" in missing.stderr
+  assert "Traceback" not in missing.stderr
+
+
 def test_seed_recall_names_missing_records_and_fails_when_none(tmp_path):
   world = RECORDS / "realm_recall_seeds" / "question_form_ict_warmup" / "world_0"
   out = _run("seed_recall.py", "ict_recall_dev", "qf=realm_recall_dev,no_such_run", "--",
