@@ -2,8 +2,8 @@
 
   python results/experiments/sweep_seeds.py PATTERN POINTS SEEDS -- WORLD [WORLD ...]
 
-PATTERN names one recall record in a WORLD folder, with {point} and {seed} in it (e.g.
-"realm_refresh{point}_seed{seed}_recall_dev"); POINTS the refresh intervals in order
+PATTERN names one recall record in a WORLD folder (or its runs/), with {point} and {seed} in
+it (e.g. "realm_refresh{point}_seed{seed}_recall_dev"); POINTS the refresh intervals in order
 ("20,60,200,600"), SEEDS the seeds ("0,1,2"). Per world it prints each point's R@5 per seed,
 mean and SD over the seeds; each neighbouring pair's difference, paired by seed (the same
 data order) with its mean and 95% t-interval over the seeds; and the trend of the per-point
@@ -24,6 +24,8 @@ from realm_bench.reporting.specs import TrendClaim
 
 
 def _records(world: Path, pattern: str, points, seeds):
+  # An experiment or records folder keeps its runs in runs/; a bare folder holds them directly.
+  world = world / "runs" if (world / "runs").is_dir() else world
   found = {}
   for point in points:
     for seed in seeds:
