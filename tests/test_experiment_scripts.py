@@ -480,6 +480,32 @@ def test_readme_quotes_the_sweep_at_the_papers_rate():
   assert f"30x of {worlds[0]} and {worlds[1]}:" in readme, worlds
 
 
+def test_readme_quotes_the_staleness_seeds():
+  """E111's fresh − stale and REALM − ICT over three seeds, as the README quotes them, are what
+  seed_recall.py computes from the committed records: the mean and the interval over the four
+  worlds' seed means, and world 4's own interval."""
+  worlds = sorted(str(p) for p in (RECORDS / "realm_recall_seeds" / "rate1_wide").glob("world_*"))
+  assert len(worlds) == 4
+  seeds = lambda r: ",".join(f"realm_refresh{r}_seed{s}_recall_dev" for s in (0, 1, 2))
+  out = _run("seed_recall.py", "ict_recall_dev", f"fresh={seeds(20)}", f"stale={seeds(600)}",
+             "--versus", "fresh:stale", "--", *worlds)
+  assert out.returncode == 0, out.stderr
+  overall = re.findall(r"mean difference (\S+) over 12 runs, .*; over the 4 world means "
+                       r"\[(\S+), (\S+)\]", out.stdout)
+  said = lambda m, lo, hi: f"{float(m):+.1f} [{float(lo):+.1f}, {float(hi):+.1f}]"
+  fresh_stale, fresh_ict = said(*overall[0]), said(*overall[1])
+  world4 = re.findall(r"\| world_4 \| mean of 3 runs, 95% interval over them \| \| \| "
+                      r"(\S+ \[\S+ \S+\]) (\w+) \|", out.stdout)
+  verdicts = re.findall(r"\| (world_\d) \| mean of 3 runs.* (PASS|FAIL|INCONCLUSIVE) \|", out.stdout)
+  readme = _readme_words()
+  assert (f"fresh > 30x stale (Recall@5) is INCONCLUSIVE on every world**, {fresh_stale} over"
+          in readme), fresh_stale
+  assert [v for _, v in verdicts[:4]] == ["INCONCLUSIVE"] * 4
+  assert f"REALM − ICT, **{fresh_ict}**, passes over seeds on worlds 0, 5 and 6" in readme
+  assert [w for w, v in verdicts[4:8] if v == "PASS"] == ["world_0", "world_5", "world_6"]
+  assert f"(world 4: {world4[1][0]})" in readme
+
+
 @pytest.mark.parametrize("world", [0, 4, 5, 6])
 def test_log_e106_staleness_table_is_the_records(world):
   """E106's rows (the wide retriever at the paper's rate, fresh and stale, against ICT, the 0.1x
