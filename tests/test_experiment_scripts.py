@@ -1069,6 +1069,44 @@ def test_e97s_namesake_rows_are_the_records(tmp_path, world, quotes):
   assert f"| {world} | " + " | ".join(quotes) + " |" in log
 
 
+def test_e113s_fine_tuned_namesake_rows_are_the_records(tmp_path):
+  """E113's log rows (each fine-tuned retriever's gold@5 / namesake's block in the top 5 / it
+  before gold, and the paired "before gold" differences) and the interval over the four worlds
+  the README quotes are what namesakes.py gives on the committed top-k files."""
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  records = ROOT / "results/records/quickstart_finetune900/e113_finetuned_recall"
+  log = (ROOT / "results/EXPERIMENTS.md").read_text()
+  namesakes = runpy.run_path(str(ROOT / "results/experiments/namesakes.py"))
+
+  def table(world, *runs):
+    out = _run("namesakes.py", str(_reworded_world(tmp_path, world)), *map(str, runs))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()[2:]
+    rows = [" / ".join(c.strip() for c in line.split("|")[3:-1]) for line in lines[:len(runs)]]
+    diffs = [line.split("|")[-2].strip() for line in lines[len(runs):]]
+    return rows, diffs
+
+  before_gold = []
+  for world in (0, 4, 5, 6):
+    here = records / f"reworded_world_{world}"
+    (orqa, fast, bm25), (vs_orqa, _) = table(world, here / "orqa_ft_recall_dev",
+                                             here / "realm_ft_recall_dev", "bm25")
+    slow, vs_slow = "-", "-"
+    if (here / "realm_rate01_ft_recall_dev").exists():
+      (slow, _), (vs_slow,) = table(world, here / "realm_rate01_ft_recall_dev",
+                                     here / "realm_ft_recall_dev")
+    row = f"| {world} | {slow} | {fast} | {orqa} | {bm25} | {vs_orqa} | {vs_slow} |"
+    assert row in log, row
+    # The interval is over the unrounded differences, as it was computed for the log.
+    rate = lambda run: np.mean([o[2] for o in namesakes["outcomes"](
+        _reworded_world(tmp_path, world), here / run)])
+    before_gold.append(100 * (rate("realm_ft_recall_dev") - rate("orqa_ft_recall_dev")))
+  d = np.array(before_gold)
+  half = scipy_stats.t.ppf(0.975, 3) * d.std(ddof=1) / 2
+  quote = f"+{d.mean():.1f} [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}]"
+  assert f"**{quote}**" in log and f"ORQA's over the four worlds, {quote}" in _readme_words()
+
+
 def test_e97s_world_0_reading_errors_are_the_records(tmp_path):
   records = ROOT / "results/records/quickstart_finetune2700"
   out = _run("reading_errors.py", str(_reworded_world(tmp_path, 0)),
