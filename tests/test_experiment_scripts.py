@@ -506,6 +506,28 @@ def test_readme_quotes_the_staleness_seeds():
   assert f"(world 4: {world4[1][0]})" in readme
 
 
+def test_readme_sweep_over_seeds_is_the_records():
+  """The README's generator-3 sweep table (E112) is sweep_seeds.py's output on the records."""
+  worlds = [RECORDS / "realm_recall_seeds" / "rate1_wide" / f"world_{n}" for n in (0, 4)]
+  out = _run("sweep_seeds.py", "realm_refresh{point}_seed{seed}_recall_dev", "20,60,200,600",
+             "0,1,2", "--", *map(str, worlds))
+  assert out.returncode == 0, out.stderr
+  points = {}
+  for world_text in out.stdout.split("\nworld_")[1:]:
+    for point, mean, sd in re.findall(r"^\| (\d+) \| \S+ \| \S+ \| \S+ \| (\S+) \| (\S+) \|$",
+                                      world_text, re.M):
+      points.setdefault(int(point), []).append(f"{mean} ({sd})")
+    trend = re.search(r"trend: ρ (\S+), p (\S+): (\w+)", world_text)
+    points.setdefault("trend", []).append(
+        f"{float(trend.group(1)):.2f} ({trend.group(2)}) {trend.group(3)}")
+  readme = _readme_words()
+  for point, label in ((20, "20 (1x, REALM's)"), (60, "60 (3x)"), (200, "200 (10x)"),
+                       (600, "600 (30x, Table 2's stale row)"),
+                       ("trend", "Spearman ρ of the means (one-sided p), check's rule")):
+    row = f"| {label} | " + " | ".join(points[point]) + " |"
+    assert row in readme, row
+
+
 @pytest.mark.parametrize("world", [0, 4, 5, 6])
 def test_log_e106_staleness_table_is_the_records(world):
   """E106's rows (the wide retriever at the paper's rate, fresh and stale, against ICT, the 0.1x
