@@ -10,8 +10,9 @@ its pair skipped); REFERENCE is the recall run every variant is paired with (the
 be a glob pattern that matches one run in each folder). Prints, per group, every run's
 Recall@5 and its paired difference from the reference (points +- SE over the same
 questions), each world's mean over its runs (seeds) with a 95% t-interval over them and the
-verdict it gives (PASS above zero, FAIL below, INCONCLUSIVE), then the mean difference with two 95% t-intervals: over all runs (world and seed spread pooled) and over
-the world means (the conservative one: worlds are the units a recipe must hold on).
+verdict it gives (PASS above zero, FAIL below, INCONCLUSIVE), then the mean difference with
+two 95% t-intervals: over all runs (world and seed spread pooled) and over the world means
+(the conservative one: worlds are the units a recipe must hold on).
 `--versus A:B` also pairs two recipes directly, run by run (the n-th run of A with the n-th of
 B, i.e. the same seed), for a difference between recipes that does not go through the
 reference's own noise.
