@@ -59,7 +59,9 @@ def _question_differences(paired: pd.DataFrame) -> list[np.ndarray] | None:
   return out
 
 
-def _verdict(low: float, high: float, margin: float) -> str:
+def verdict(low: float, high: float, margin: float = 0.0) -> str:
+  """A pairwise claim's verdict from the interval of its difference: wholly above the margin
+  passes, wholly below fails, one that holds it decides nothing."""
   if low > margin:
     return "PASS"
   if high < margin:
@@ -102,7 +104,7 @@ def judge_pairwise(claim: Claim, better: pd.DataFrame, worse: pd.DataFrame, *,
   low, high = min(i.low for i in intervals), max(i.high for i in intervals)
   return {"delta": delta, "ci_low": low, "ci_high": high, "p_value": None,
           "method": " + ".join(i.method for i in intervals), "note": note,
-          "verdict": _verdict(low, high, claim.margin)}
+          "verdict": verdict(low, high, claim.margin)}
 
 
 def trend_points(rows: pd.DataFrame, param: str) -> pd.DataFrame:
@@ -136,11 +138,11 @@ def judge_trend(claim: TrendClaim, rows: pd.DataFrame, *, config: stats.StatsCon
   if 1 / math.factorial(k) > config.alpha:
     notes.append(f"with {k} points the smallest possible p is 1/{k}! = "
                  f"{1 / math.factorial(k):.3f}: it cannot pass")
-  verdict = ("PASS" if claimed <= config.alpha else "FAIL" if other <= config.alpha
+  decided = ("PASS" if claimed <= config.alpha else "FAIL" if other <= config.alpha
              else "INCONCLUSIVE")
   how = "exact over all" if trend.exact else "Monte Carlo over"
   return {**base, "ours": None if math.isnan(trend.statistic) else trend.statistic,
           "p_value": claimed,
           "method": f"{name} over {k} points (per-point means), one-sided permutation p "
                     f"({how} {trend.orderings} orderings)",
-          "note": "; ".join(notes), "verdict": verdict}
+          "note": "; ".join(notes), "verdict": decided}

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from realm_bench.reporting import summary
+from realm_bench.reporting import claims, summary
 from realm_bench.reporting.records import RECORD_NAME, read_record
 
 
@@ -34,12 +34,6 @@ def _interval(values):
     return math.nan, math.nan
   half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
   return values.mean() - half, values.mean() + half
-
-
-def _verdict(low, high) -> str:
-  """Issue 10's rule for one world's seeds: an interval wholly above zero passes, wholly
-  below fails, one that holds zero decides nothing."""
-  return "PASS" if low > 0 else "FAIL" if high < 0 else "INCONCLUSIVE"
 
 
 def main(reference, groups, outs, versus=()):
@@ -89,7 +83,7 @@ def _differences(title, outs, pairs):
     if len(here) > 1:
       slo, shi = _interval(here)
       print(f"| {Path(out).name} | mean of {len(here)} runs, 95% interval over them | | | "
-            f"{np.mean(here):+.1f} [{slo:+.1f}, {shi:+.1f}] {_verdict(slo, shi)} |")
+            f"{np.mean(here):+.1f} [{slo:+.1f}, {shi:+.1f}] {claims.verdict(slo, shi)} |")
   if not diffs:
     sys.exit(f"{title}: none of the runs has a recall record in these folders")
   lo, hi = _interval(diffs)
