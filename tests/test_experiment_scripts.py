@@ -158,6 +158,13 @@ def test_sweep_seeds_pairs_by_seed_and_decides_the_trend_as_check_does(tmp_path)
   missing = _run("sweep_seeds.py", "r{point}_s{seed}", "20,600", "0", "--", str(world))
   assert missing.returncode != 0 and "r600_s0/record.json: no such record" in missing.stderr
   assert "Traceback" not in missing.stderr
+  for args, says in ((("r20_s{seed}", "20,60", "0"), "'PATTERN': must contain {point}"),
+                     (("r{point}_s0", "20,60", "0,1"), "'PATTERN': must contain {seed}"),
+                     (("r{point}_s{seed}", "20,sixty", "0"), "'POINTS': comma-separated whole"),
+                     (("r{point}_s{seed}", "20,60", "0;1"), "'SEEDS': comma-separated whole")):
+    bad = _run("sweep_seeds.py", *args, "--", str(world))
+    assert bad.returncode != 0 and says in bad.stderr, (args, bad.stderr)
+    assert "Traceback" not in bad.stderr
 
 
 def test_seed_recall_names_missing_records_and_fails_when_none(tmp_path):

@@ -72,12 +72,28 @@ def main(pattern: str, points: list[int], seeds: list[int], worlds: list[str]) -
           + (f"; {verdict['note']})" if verdict["note"] else ")"))
 
 
+def _whole_numbers(text: str, field: str) -> list[int]:
+  try:
+    return [int(x) for x in text.split(",")]
+  except ValueError:
+    raise InputError(f"comma-separated whole numbers, got {text!r}", field=field) from None
+
+
+def parse(args: list[str]) -> tuple[str, list[int], list[int], list[str]]:
+  """The command line, or an InputError naming the argument that is wrong. A PATTERN without
+  {point} or {seed} would read one record for several cells and print a flat sweep."""
+  pattern, points, seeds, worlds = args[0], args[1], args[2], args[4:]
+  for key in ("{point}", "{seed}"):
+    if key not in pattern:
+      raise InputError(f"must contain {key}, got {pattern!r}", field="PATTERN")
+  return pattern, _whole_numbers(points, "POINTS"), _whole_numbers(seeds, "SEEDS"), worlds
+
+
 if __name__ == "__main__":
   args = sys.argv[1:]
   if "--" not in args or args.index("--") != 3 or len(args) < 5:
     sys.exit(__doc__)
   try:
-    main(args[0], [int(x) for x in args[1].split(",")], [int(x) for x in args[2].split(",")],
-         args[4:])
-  except (InputError, ValueError) as e:
+    main(*parse(args))
+  except InputError as e:
     sys.exit(f"sweep_seeds.py: {e}")
