@@ -443,6 +443,8 @@ def _paired_over_worlds(a: str, b: str, pairs) -> tuple[str, str]:
     ("realm_recall_dev", "realm_recall_dev", "e105_rate", "e102_wide", False),   # 0.3x − 0.1x
     ("realm_recall_dev", "ict_recall_dev", "e106_rate1_fresh", "e102_wide", True),  # 1.0x
     ("realm_recall_dev", "realm_recall_dev", "e106_rate1_fresh", "e106_rate1_stale", True),
+    ("realm_eval_dev", "realm_eval_dev", "e106_rate1_fresh", "e106_rate1_stale", True),  # E115
+    ("realm_eval_test", "realm_eval_test", "e106_rate1_fresh", "e106_rate1_stale", False),
     ("realm_eval_test", "bm25_reader_eval_test", "e106_rate1_fresh", "e102_wide", True),
     ("realm_eval_test", "realm_eval_test", "e106_rate1_fresh", "e103_long", False),
     ("realm_eval_test", "orqa_eval_test", "e106_rate1_fresh", "e102_wide", False),
@@ -458,6 +460,27 @@ def test_readme_quotes_the_wide_tower_comparisons(a, b, folder_a, folder_b, per_
   assert quoted in readme, (a, b, folder_a, quoted)
   if per_world:
     assert listed in readme, listed
+
+
+def test_readme_quotes_e115s_fine_tuned_recall_and_its_worst_stale_run():
+  """E115: both arms' fine-tuned answer-string recall as the README gives its range, and world 6's
+  stale run is the one that had lost the most zero-shot recall and reads best."""
+  from realm_bench.reporting.records import RECORD_NAME, read_record  # pylint: disable=g-import-not-at-top
+  root = RECORDS / "quickstart_finetune900"
+  read = lambda arm, n, run: read_record(root / f"e106_rate1_{arm}" / f"reworded_world_{n}" / run
+                                         / RECORD_NAME)
+  tuned = [read(arm, n, "realm_eval_dev").stats["finetuned_recall@5"]
+           for arm in ("fresh", "stale") for n in (0, 4, 5, 6)]
+  loss = {n: read("fresh", n, "realm_recall_dev").metrics["recall@5"]
+          - read("stale", n, "realm_recall_dev").metrics["recall@5"] for n in (0, 4, 5, 6)}
+  em = {(arm, n): read(arm, n, "realm_eval_dev").metrics["exact_match"]
+        for arm in ("fresh", "stale") for n in (0, 4, 5, 6)}
+  readme = _readme_words()
+  assert f"to {min(tuned):.0f}-{max(tuned):.0f}% answer-string recall in the top 5" in readme, tuned
+  assert max(loss, key=loss.get) == 6 and max(em, key=em.get) == ("stale", 6)
+  six = (read("stale", 6, "realm_recall_dev").metrics["recall@5"],
+         read("fresh", 6, "realm_recall_dev").metrics["recall@5"])
+  assert f"the most recall ({six[0]:.1f} against {six[1]:.1f}), reads best" in readme
 
 
 def test_readme_quotes_the_quickstart_at_the_papers_rate():
