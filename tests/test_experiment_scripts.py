@@ -481,6 +481,13 @@ def test_readme_quotes_e115s_fine_tuned_recall_and_its_worst_stale_run():
   six = (read("stale", 6, "realm_recall_dev").metrics["recall@5"],
          read("fresh", 6, "realm_recall_dev").metrics["recall@5"])
   assert f"the most recall ({six[0]:.1f} against {six[1]:.1f}), reads best" in readme
+  # E116: world 6's seeds 1 and 2 do not repeat it.
+  pair = lambda exp, folder: ",".join(str(root / f"{exp}_rate1_{arm}" / folder)
+                                      for arm in ("fresh", "stale"))
+  seeds = [pair("e106", "reworded_world_6")]
+  seeds += [pair("e116", f"reworded_world_6_seed_{s}") for s in (1, 2)]
+  listed, _ = _paired_over_worlds("realm_eval_dev", "realm_eval_dev", seeds)
+  assert f"seeds 0, 1, 2 {listed}):" in readme, listed
 
 
 def test_readme_quotes_the_quickstart_at_the_papers_rate():
