@@ -553,13 +553,17 @@ def test_readme_quotes_the_staleness_seeds():
           f"20 below 45 R@5, {low[20]} of the 20 fresh)" in readme), (ahead, low, sds)
   # Seeds 3 and 4 were a second look: with α split over the two looks (97.5% intervals) world
   # 6's interval reaches zero and the four worlds' does not, as the README says.
-  from realm_bench.reporting import stats  # pylint: disable=g-import-not-at-top
-  diffs = {w: r5[w, 20] - r5[w, 600] for w in worlds}
-  world_6 = stats.t_interval(list(diffs[worlds[3]]), confidence=0.975, what="seeds")
-  over_4 = stats.t_interval([d.mean() for d in diffs.values()], confidence=0.975, what="worlds")
-  assert worlds[3].endswith("world_6") and world_6.low <= 0 < over_4.low
+  split = _run("seed_recall.py", "ict_recall_dev", f"fresh={seeds(20)}", f"stale={seeds(600)}",
+               "--versus", "fresh:stale", "--confidence", "0.975", "--", *worlds)
+  world_6 = re.search(r"\| world_6 \| mean of 5 runs, 97.5% interval over them \| \| \| "
+                      r"\S+ \[(\S+), \S+\] INCONCLUSIVE \|", split.stdout)
+  over_4 = re.search(r"over the 4 world means \[(\S+), ", split.stdout)
+  assert world_6 and float(world_6.group(1)) <= 0 < float(over_4.group(1)), split.stdout
   assert ("with α split over the two looks world 6's interval reaches zero, the four worlds' "
           "does not" in readme)
+  bad = _run("seed_recall.py", "ict_recall_dev", f"fresh={seeds(20)}", "--confidence", "95",
+             "--", *worlds)
+  assert bad.returncode != 0 and "--confidence: a level between 0 and 1, got '95'" in bad.stderr
 
 
 def test_readme_stale_runs_lose_the_source_block_in_every_seed():

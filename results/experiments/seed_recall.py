@@ -1,7 +1,7 @@
 """Recall@5 of REALM-stage variants against ICT over worlds and seeds, in markdown.
 
   python results/experiments/seed_recall.py REFERENCE GROUP=RUN,RUN,... [GROUP=...] \
-      [--versus GROUP_A:GROUP_B] -- OUT ...
+      [--versus GROUP_A:GROUP_B] [--confidence C] -- OUT ...
 
 Each OUT is a world's experiment folder (its `runs/` holds the recall records) or a records
 folder holding them directly (`results/records/...`; a missing record is named on stderr and
@@ -15,25 +15,25 @@ two 95% t-intervals: over all runs (world and seed spread pooled) and over the w
 (the conservative one: worlds are the units a recipe must hold on).
 `--versus A:B` also pairs two recipes directly, run by run (the n-th run of A with the n-th of
 B, i.e. the same seed), for a difference between recipes that does not go through the
-reference's own noise.
+reference's own noise. `--confidence C` (default 0.95) sets every interval's level, e.g. 0.975
+to split α over two looks at the same claim.
 """
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
-from realm_bench.reporting import claims, summary
+from realm_bench.reporting import claims, stats, summary
 from realm_bench.reporting.records import RECORD_NAME, read_record
 
 
+CONFIDENCE = 0.95
+
+
 def _interval(values):
-  values = np.asarray(values, float)
-  if len(values) < 2:
-    return math.nan, math.nan
-  half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
-  return values.mean() - half, values.mean() + half
+  found = stats.t_interval(list(values), confidence=CONFIDENCE, what="runs")
+  return (math.nan, math.nan) if found is None else (found.low, found.high)
 
 
 def main(reference, groups, outs, versus=()):
@@ -82,13 +82,13 @@ def _differences(title, outs, pairs):
       world_means.append(float(np.mean(here)))
     if len(here) > 1:
       slo, shi = _interval(here)
-      print(f"| {Path(out).name} | mean of {len(here)} runs, 95% interval over them | | | "
+      print(f"| {Path(out).name} | mean of {len(here)} runs, {100 * CONFIDENCE:g}% interval over them | | | "
             f"{np.mean(here):+.1f} [{slo:+.1f}, {shi:+.1f}] {claims.verdict(slo, shi)} |")
   if not diffs:
     sys.exit(f"{title}: none of the runs has a recall record in these folders")
   lo, hi = _interval(diffs)
   wlo, whi = _interval(world_means)
-  print(f"\nmean difference {np.mean(diffs):+.2f} over {len(diffs)} runs, 95% interval over "
+  print(f"\nmean difference {np.mean(diffs):+.2f} over {len(diffs)} runs, {100 * CONFIDENCE:g}% interval over "
         f"runs [{lo:+.2f}, {hi:+.2f}]; over the {len(world_means)} world means "
         f"[{wlo:+.2f}, {whi:+.2f}]")
 
@@ -103,6 +103,14 @@ if __name__ == "__main__":
   for spec in specs:
     if spec == "--versus":
       pairs.append(tuple(next(specs, ":").split(":", 1)))
+    elif spec == "--confidence":
+      value = next(specs, "")
+      try:
+        CONFIDENCE = float(value)
+      except ValueError:
+        CONFIDENCE = math.nan
+      if not 0 < CONFIDENCE < 1:
+        sys.exit(f"seed_recall.py: --confidence: a level between 0 and 1, got {value!r}")
     else:
       name, _, runs = spec.partition("=")
       groups.append((name, runs.split(",")))
