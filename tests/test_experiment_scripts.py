@@ -559,8 +559,8 @@ def test_readme_quotes_the_staleness_seeds():
                       r"\S+ \[(\S+), \S+\] INCONCLUSIVE \|", split.stdout)
   over_4 = re.search(r"over the 4 world means \[(\S+), ", split.stdout)
   assert world_6 and float(world_6.group(1)) <= 0 < float(over_4.group(1)), split.stdout
-  assert ("with α split over the two looks world 6's interval reaches zero, the four worlds' "
-          "does not" in readme)
+  assert ("with α split over the two looks, the same command with `--confidence 0.975`, world "
+          "6's interval reaches zero, the four worlds' does not" in readme)
   bad = _run("seed_recall.py", "ict_recall_dev", f"fresh={seeds(20)}", "--confidence", "95",
              "--", *worlds)
   assert bad.returncode != 0 and "--confidence: a level between 0 and 1, got '95'" in bad.stderr
