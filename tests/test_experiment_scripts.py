@@ -578,6 +578,15 @@ def test_readme_stale_runs_lose_the_source_block_in_every_seed():
   assert max(last[600]) < min(last[20])
   pct = lambda v: f"{round(100 * min(v))}-{round(100 * max(v))}%"
   assert f"{pct(last[600])} of a batch against {pct(last[20])}" in _readme_words(), last
+  # --recall: each run's Recall@5 beside it, and the correlation the log quotes.
+  out = _run("source_retrieved.py", "--recall",
+             *map(str, sorted(logs.glob("world_*/logs/realm_refresh*_seed*_pretrain"))))
+  assert out.returncode == 0, out.stderr
+  rho = re.search(r"Spearman \(last fifth, R@5\) over 40 runs: (\S+)", out.stdout).group(1)
+  log = " ".join((ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8").split())
+  assert f"(Spearman {rho})" in log and f"(Spearman {rho} over the 40 runs)" in log, rho
+  bad = _run("source_retrieved.py", "--recall", str(logs / "world_0" / "runs" / "ict_recall_dev"))
+  assert bad.returncode != 0 and "--recall reads logs/X_pretrain folders only" in bad.stderr
 
 
 def test_readme_sweep_over_seeds_is_the_records():
