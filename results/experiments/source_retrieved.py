@@ -48,12 +48,13 @@ if __name__ == "__main__":
     sys.exit(__doc__)
   lasts, recalls = [], []
   for run in runs:
+    r5 = recall(run) if with_recall else None   # the layout first: its error says more
     first, last = fifths(run)
     line = f"{run}: first fifth {first:.2f}, last fifth {last:.2f}"
     if with_recall:
-      recalls.append(recall(run))
+      recalls.append(r5)
       lasts.append(last)
-      line += f", R@5 {recalls[-1]:.1f}"
+      line += f", R@5 {r5:.1f}"
     print(line)
   if with_recall and len(runs) >= 3:
     print(f"Spearman (last fifth, R@5) over {len(runs)} runs: "
