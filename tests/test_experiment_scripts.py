@@ -750,6 +750,12 @@ def test_paired_runs_names_a_missing_record(tmp_path):
   assert out.returncode != 0 and "no such record" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_paired_runs_names_an_empty_world():
+  out = _run("paired_runs.py", "realm_eval_dev", "realm_eval_dev", "x,y", "--")
+  assert out.returncode != 0 and "`--` separates worlds" in out.stderr
+  assert "Traceback" not in out.stderr
+
+
 def test_paired_runs_gives_e89s_encoder_table():
   folders = RECORDS / "quickstart_finetune900"
   log = (ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8")
