@@ -137,14 +137,18 @@ def _seed_config(stages: QuickstartConfig, seed: int) -> QuickstartConfig:
   return dataclasses.replace(stages, seed=seed)
 
 
+def _shared(out: Path) -> dict[str, Path]:
+  """What every seed's stages share: one world, its vocabulary and its corpus token files."""
+  return {"world": out / "world", "vocab": out / "vocab.txt", "tokens": out / "corpus_tokens"}
+
+
 def plan(*, out_dir, config: ReproduceConfig, stages: QuickstartConfig) -> list[Planned]:
   """Every stage of the reproduction, in order, marked done where its record exists."""
   out, planned = Path(out_dir), []
   for seed in config.seed_list:
     seed_dir = out / f"seed_{seed}"
-    seed_stages(_PlanningStages(seed_dir, _seed_config(stages, seed), world=out / "world",
-                                vocab=out / "vocab.txt", plan=planned,
-                                prefix=f"seed_{seed}/runs/"), config)
+    seed_stages(_PlanningStages(seed_dir, _seed_config(stages, seed), **_shared(out),
+                                plan=planned, prefix=f"seed_{seed}/runs/"), config)
   return planned
 
 
@@ -182,8 +186,8 @@ def run(*, out_dir, config: ReproduceConfig, stages: QuickstartConfig, world_con
   stages_lib.use_compile_cache(out)
   for seed in config.seed_list:
     prefix = f"seed_{seed}/runs/"
-    s = Stages(out / f"seed_{seed}", _seed_config(stages, seed), world=out / "world",
-               vocab=out / "vocab.txt", label=f"reproduce seed {seed}",
+    s = Stages(out / f"seed_{seed}", _seed_config(stages, seed), **_shared(out),
+               label=f"reproduce seed {seed}",
                on_stage=lambda name, kind, sec, skip, p=prefix: progress.stage_done(
                    p + name, kind, sec, skip))
     stages_lib.make_world(s, world_config)

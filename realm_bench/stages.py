@@ -111,16 +111,20 @@ def stage_command(fn, gin_files: Sequence[str], bindings: Sequence[str],
 class Stages:
   """Runs stages into `out/runs/NAME`, skipping those already finished.
 
-  `world` and `vocab` default to `out/world` and `out/vocab.txt`; drivers that run several
-  seeds on one world pass the shared ones. `on_stage(name, kind, seconds, skipped)` is told
-  after each stage (the progress line of `reproduce`)."""
+  `world`, `vocab` and `tokens` (the corpus's token files, which every stage shares instead
+  of tokenising the corpus into its own run folder) default to `out/world`, `out/vocab.txt`
+  and `out/corpus_tokens`; drivers that run several seeds on one world pass the shared ones.
+  `on_stage(name, kind, seconds, skipped)` is told after each stage (the progress line of
+  `reproduce`)."""
 
   def __init__(self, out: Path, config: QuickstartConfig, *, world: Path | None = None,
-               vocab: Path | None = None, label: str = "quickstart", on_stage=None):
+               vocab: Path | None = None, tokens: Path | None = None,
+               label: str = "quickstart", on_stage=None):
     self.out = Path(out)
     self.config = config
     self.world = self.out / "world" if world is None else Path(world)
     self.vocab = self.out / "vocab.txt" if vocab is None else Path(vocab)
+    self.tokens = self.out / "corpus_tokens" if tokens is None else Path(tokens)
     self.runs = self.out / "runs"
     self.label = label
     self.on_stage = on_stage
@@ -130,7 +134,7 @@ class Stages:
 
   def data_bindings(self) -> list[str]:
     return [f"WORLD_DIR = '{self.world}'", f"VOCAB_PATH = '{self.vocab}'",
-            f"SEED = {self.config.seed}"]
+            f"CORPUS_TOKENS_DIR = '{self.tokens}'", f"SEED = {self.config.seed}"]
 
   def call(self, fn, gin_files, bindings):
     files = [*gin_files, self.config.size_gin, *self.config.extra_gin]

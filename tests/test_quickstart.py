@@ -25,6 +25,9 @@ def test_quickstart_writes_records_and_tables(tmp_path, capsys):
   # REALM's joint phase starts from the retriever's warm-up under BERT's reader.
   assert read_record(runs / "realm_pretrain").lineage == "realm_pretrain_retriever_warmup"
   assert "Synthetic scale" in (tmp_path / "tables" / "table1.md").read_text()
+  # Every stage read the corpus from one shared copy of its token files, none from its own.
+  assert len(list((tmp_path / "corpus_tokens").iterdir())) == 1
+  assert not list(runs.glob("*/corpus_tokens"))
   printed = capsys.readouterr().out   # the summary, from the records just written
   assert "| REALM − ORQA, EM test |" in printed and "| oracle (gold block) | 100.0 |" in printed
   # Rerunning skips every finished stage.

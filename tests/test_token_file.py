@@ -174,3 +174,60 @@ def test_the_corpus_task_gives_the_in_memory_corpus_rows_and_batches(world, tmp_
   stamp = (tmp_path / "tokens" / "tokens.npy").stat().st_mtime_ns
   token_file.load(task, lengths.block, tmp_path / "tokens")
   assert (tmp_path / "tokens" / "tokens.npy").stat().st_mtime_ns == stamp
+
+
+def test_a_shared_folder_is_written_once_and_found_by_the_next_run(tmp_path):
+  made = []
+
+  def rows():
+    made.append(1)
+    return iter(_rows())
+
+  first = token_file.ensure_shared(tmp_path, FP, rows, block_len=8)
+  second = token_file.ensure_shared(tmp_path, FP, rows, block_len=8)
+  assert len(made) == 1 and second.doc_inputs.shape == first.doc_inputs.shape == (10, 8)
+  assert [p.name for p in tmp_path.iterdir()] == [token_file.shared_name(FP)]
+
+
+def test_a_shared_folder_keeps_each_corpus_apart(tmp_path):
+  other = dict(FP, block_len=9)
+  token_file.ensure_shared(tmp_path, FP, lambda: iter(_rows()), block_len=8)
+  corpus = token_file.ensure_shared(tmp_path, other, lambda: iter(_rows(4)), block_len=9)
+  assert corpus.doc_inputs.shape == (4, 9)
+  assert token_file.shared_name(FP) != token_file.shared_name(other)
+  assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_a_run_that_loses_the_race_reads_the_winners_files(tmp_path, monkeypatch):
+  """Two runs that start together both write; the second rename finds the first's folder."""
+  winner = tmp_path / token_file.shared_name(FP)
+
+  def rows_and_a_rival_finishing_first():
+    token_file.write(winner, iter(_rows(3)), block_len=8, fingerprint=FP)
+    return iter(_rows())
+
+  corpus = token_file.ensure_shared(tmp_path, FP, rows_and_a_rival_finishing_first, block_len=8)
+  assert corpus.doc_inputs.shape == (3, 8)
+  assert [p.name for p in tmp_path.iterdir()] == [winner.name]   # its own copy is gone
+
+
+def test_a_damaged_shared_folder_is_replaced(tmp_path):
+  folder = tmp_path / token_file.shared_name(FP)
+  token_file.write(folder, iter(_rows(3)), block_len=8, fingerprint=FP)
+  tokens = folder / "tokens.npy"
+  tokens.write_bytes(tokens.read_bytes()[:-8])
+  corpus = token_file.ensure_shared(tmp_path, FP, lambda: iter(_rows()), block_len=8)
+  assert corpus.doc_inputs.shape == (10, 8)
+  assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+
+
+def test_an_interrupted_shared_write_leaves_no_folder_that_opens(tmp_path):
+  def failing():
+    yield from _rows(5)
+    raise RuntimeError("killed")
+
+  with pytest.raises(RuntimeError):
+    token_file.ensure_shared(tmp_path, FP, failing, block_len=8)
+  assert not list(tmp_path.iterdir())
+  assert token_file.ensure_shared(tmp_path, FP, lambda: iter(_rows()),
+                                  block_len=8).doc_inputs.shape == (10, 8)

@@ -20,6 +20,12 @@ the rows it touches, not the corpus:
 candidates, ORQA's reader inputs and answer matching, ICT's sentences and BERT's corpus rows
 come from the same rows either way.
 
+A run keeps them in its own folder (`RUN_DIR/corpus_tokens/`) unless a shared folder is set
+(macro CORPUS_TOKENS_DIR, tasks.gin): then every run that reads the same corpus task with the
+same vocabulary and block length opens one copy there, made by the first (`ensure_shared`), as
+the quickstart and `reproduce` do; a paper-scale copy is 15 GB and half a minute's work or
+more, an evaluation of the synthetic world's six seconds.
+
 Files are written under temporary names and renamed; `manifest.json` (written last) holds the
 corpus fingerprint (task, block length, vocabulary, source files' sizes and times) and each
 file's size and sha256. On opening, a fingerprint that differs (the corpus or the lengths
@@ -39,6 +45,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
+import gin
 import numpy as np
 
 from realm_bench.errors import InputError
@@ -334,14 +341,67 @@ def load(task_name: str, block_len: int, folder) -> TokenCorpus:
                 block_len=block_len)
 
 
+def shared_name(fingerprint: dict[str, Any]) -> str:
+  """A corpus's folder in a shared one: the task, the block length and a hash of the whole
+  fingerprint, so corpora, vocabularies and lengths never share files."""
+  key = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+  task = "".join(c if c.isalnum() or c in "._-" else "_" for c in str(fingerprint["task"]))
+  return f"{task}-{fingerprint['block_len']}-{key}"
+
+
+def ensure_shared(root, fingerprint: dict[str, Any],
+                  make_rows: Callable[[], Iterable[BlockRow]], *, block_len: int) -> TokenCorpus:
+  """The token files of this corpus in the shared folder `root`, made once for every run.
+
+  They are written into a temporary folder of this process's and renamed into place whole,
+  so runs that start together never read each other's half-written files: each finds the
+  finished folder or makes its own, and the first rename wins. A damaged folder is replaced."""
+  root = Path(root)
+  folder = root / shared_name(fingerprint)
+  try:
+    return open_corpus(folder, fingerprint)
+  except InputError as e:
+    if folder.exists():
+      sys.stderr.write(f"rebuilding the shared corpus token file: {e}\n")
+  root.mkdir(parents=True, exist_ok=True)
+  tmp = root / f".{folder.name}.{os.getpid()}.tmp"
+  shutil.rmtree(tmp, ignore_errors=True)
+  write(tmp, make_rows(), block_len=block_len, fingerprint=fingerprint)
+  try:
+    os.rename(tmp, folder)
+  except OSError:   # the folder exists: another run's, finished meanwhile, or the damaged one
+    try:
+      corpus = open_corpus(folder, fingerprint)
+    except InputError:
+      shutil.rmtree(folder)
+      os.rename(tmp, folder)
+    else:
+      shutil.rmtree(tmp)
+      return corpus
+  return open_corpus(folder, fingerprint, verify=False)
+
+
+@gin.configurable
+def shared_folder(path=None) -> Path | None:
+  """The folder every run's token files are shared in (macro CORPUS_TOKENS_DIR); None: each
+  run keeps its own under its folder."""
+  return None if path is None else Path(path).expanduser()
+
+
 def for_run(task_name: str, block_len: int, run_dir) -> TokenCorpus:
-  """`load` into the run's folder. In a multi-process run process 0 writes the files before
-  the others look (they would otherwise see half-written files and rewrite them)."""
+  """`load` into the run's folder, or the shared folder when one is set. In a multi-process
+  run process 0 writes the files before the others look (they would otherwise see
+  half-written files and rewrite them)."""
   from realm_bench import distributed  # pylint: disable=g-import-not-at-top
   shard = distributed.DataShard.of_this_process()
   if shard.index > 0:
     distributed.barrier("corpus-tokens")
-  corpus = load(task_name, block_len, Path(run_dir) / FOLDER)
+  shared = shared_folder()
+  if shared is None:
+    corpus = load(task_name, block_len, Path(run_dir) / FOLDER)
+  else:
+    corpus = ensure_shared(shared, source_fingerprint(task_name, block_len),
+                           lambda: task_rows(task_name, block_len), block_len=block_len)
   if shard.index == 0 and shard.num_shards > 1:
     distributed.barrier("corpus-tokens")
   return corpus
