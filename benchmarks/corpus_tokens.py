@@ -73,7 +73,7 @@ def main(argv=None) -> int:
         recalls.add(recall)
   own = min(walls["own"])
   print("zero-shot recall stage (ICT, NQ dev), start-up included, Makefile malloc settings\n"
-        f"command: {shlex.join(command)} --gin.RUN_DIR=...\n")
+        f"command: {' '.join(command)} --gin.RUN_DIR=...\n")
   print(f"| corpus token files | runs | wall s (best) | wall s (each) | best / own |")
   print("|---|---:|---:|---|---:|")
   for how, values in walls.items():
