@@ -161,6 +161,10 @@ def _reproduce_args(p):
                       "(runs/reproduce_smoke.gin): checks the plumbing, not the claims")
   p.add_argument("--dry_run", "--dry-run", dest="dry_run", action="store_true",
                  help="list the stages left and the estimated time, run nothing")
+  p.add_argument("--lanes", type=int, default=None,
+                 help="processes running independent stages side by side, one core and one "
+                      "XLA thread each (default: ReproduceConfig.lanes of the gin files, 1)")
+  p.add_argument("--lane", type=int, default=None, help=argparse.SUPPRESS)   # a lane's process
   _gin_args(p)
 
 
@@ -220,13 +224,25 @@ def reproduce(args, bindings) -> int:
   if args.seeds is not None:
     reproduce_lib.validate_seeds(args.seeds)
     bindings = [*bindings, f"ReproduceConfig.seeds = {args.seeds}"]
+  if args.lanes is not None:
+    bindings = [*bindings, f"ReproduceConfig.lanes = {args.lanes}"]
   run_files = ["runs/reproduce.gin"] + (["runs/reproduce_smoke.gin"] if args.smoke else [])
   stages, world_config, config = _stage_configs(
       run_files, args, bindings, extra="realm_bench.reproduce.ReproduceConfig")
   command = " ".join(["realm-bench reproduce", f"--seeds {config.seeds}", f"--out {args.out}",
                       *(["--smoke"] if args.smoke else [])])
+
+  def lane_command(lane: int) -> list[str]:
+    """This command again as lane `lane`'s process, with the same gin files and bindings."""
+    return [sys.executable, "-m", "realm_bench.cli", "reproduce", "--out", args.out,
+            "--lane", str(lane), *(["--smoke"] if args.smoke else []),
+            *(f"--gin_search_paths={p}" for p in args.gin_search_paths),
+            *(f"--gin_file={f}" for f in args.gin_file),
+            *(f"--gin_bindings={b}" for b in bindings)]
+
   reproduce_lib.run(out_dir=args.out, config=config, stages=stages, world_config=world_config,
-                    dry_run=args.dry_run, command=command)
+                    dry_run=args.dry_run, command=command, lane_command=lane_command,
+                    lane=args.lane)
   return 0
 
 

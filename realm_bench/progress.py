@@ -58,9 +58,10 @@ def _duration(seconds: float) -> str:
 class Progress:
   """Told of each stage as it finishes; says how many are done and left, and the ETA."""
 
-  def __init__(self, plan: list[Planned], *, label: str = "reproduce"):
+  def __init__(self, plan: list[Planned], *, label: str = "reproduce", lanes: int = 1):
     self.plan = {p.name: p for p in plan}
     self.label = label
+    self.lanes = lanes   # stages run this many at a time (reproduce's lanes)
     self.finished = {p.name for p in plan if p.done}
     self.measured: dict[str, list[tuple[float, float]]] = {}   # kind -> [(seconds, units)]
     self.started = time.perf_counter()
@@ -74,20 +75,22 @@ class Progress:
 
   def seconds_left(self) -> float:
     return sum(p.units * self.rate(p.kind) for p in self.plan.values()
-               if p.name not in self.finished)
+               if p.name not in self.finished) / self.lanes
 
   def summary(self) -> str:
     left = len(self.plan) - len(self.finished)
     return (f"{len(self.finished)}/{len(self.plan)} stages done, {left} left, "
             f"ETA ~{_duration(self.seconds_left())} (estimated)")
 
-  def stage_done(self, name: str, kind: str, seconds: float, skipped: bool) -> None:
+  def stage_done(self, name: str, kind: str, seconds: float, skipped: bool, *,
+                 done: set[str] = frozenset()) -> None:
+    """`done`: stages finished elsewhere meanwhile (another lane's)."""
     planned = self.plan.get(name)
     if planned is None:
       return
     if not skipped and planned.units:
       self.measured.setdefault(planned.kind, []).append((seconds, planned.units))
-    self.finished.add(name)
+    self.finished |= {name, *(d for d in done if d in self.plan)}
     if not skipped:
       print(f"[{self.label} {time.strftime('%H:%M:%S')}] {name} took {seconds:.0f} s; "
             f"{self.summary()}", flush=True)

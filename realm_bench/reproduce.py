@@ -24,9 +24,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Callable
 
 import gin
 
+from realm_bench import lanes as lanes_lib
 from realm_bench import rows as rows_lib, validate
 from realm_bench import stages as stages_lib
 from realm_bench import sweep as sweep_lib
@@ -50,9 +52,12 @@ class ReproduceConfig:
   # once had cost 7-8 minutes a seed and lay outside that range.)
   sweep_values: tuple[int, ...] = (20, 60, 200, 600)
   formats: tuple[str, ...] = ("md", "csv", "tex", "html")
+  # Processes that run independent stages side by side, one core and one XLA thread each
+  # (lanes.py); 1: every stage in this process, on all cores.
+  lanes: int = 1
 
   def __post_init__(self):
-    for name, minimum in (("seeds", 1), ("first_seed", 0), ("stale_factor", 2)):
+    for name, minimum in (("seeds", 1), ("first_seed", 0), ("stale_factor", 2), ("lanes", 1)):
       validate.whole("ReproduceConfig", name, getattr(self, name), minimum=minimum,
                      field=f"ReproduceConfig.{name}")
     unknown = sorted(set(self.datasets) - set(DATASET_GIN))
@@ -164,15 +169,43 @@ def _write_check(out: Path) -> tuple[int, str]:
   return code, text
 
 
+def _lane_stages(out: Path, config: ReproduceConfig, stages: QuickstartConfig,
+                 progress: Progress, lane: int) -> None:
+  """Lane `lane`'s share of every seed's stages (lanes.py), then it exits."""
+  def walk_once(walk):
+    for seed in config.seed_list:
+      prefix = f"seed_{seed}/runs/"
+      seed_stages(lanes_lib.LaneStages(
+          out / f"seed_{seed}", _seed_config(stages, seed), **_shared(out), walk=walk,
+          label=f"reproduce lane {lane} seed {seed}",
+          on_stage=lambda name, kind, sec, skip, p=prefix: progress.stage_done(
+              p + name, kind, sec, skip, done=_done(out, progress))), config)
+  stages_lib.use_compile_cache(out)
+  lanes_lib.work(walk_once)
+
+
+def _done(out: Path, progress: Progress) -> set[str]:
+  """The planned stages with a record, whichever lane ran them."""
+  return {name for name in progress.plan if (out / name / "record.json").exists()}
+
+
 def run(*, out_dir, config: ReproduceConfig, stages: QuickstartConfig, world_config,
-        dry_run: bool = False, command: str | None = None) -> list[Path]:
+        dry_run: bool = False, command: str | None = None,
+        lane_command: Callable[[int], list[str]] | None = None,
+        lane: int | None = None) -> list[Path]:
   """Runs (or with dry_run, lists) every stage of every seed, then writes the tables, plots
   and check output; returns the files written. The check's verdicts do not fail the run:
-  `realm-bench check --runs DIR --strict` is the gate."""
+  `realm-bench check --runs DIR --strict` is the gate. With `config.lanes` > 1 the stages
+  after each seed's world and reference points run in that many processes started with
+  `lane_command(i)`, each of which calls this with `lane=i` (lanes.py)."""
   from realm_bench.reporting.render import render_tables  # pylint: disable=g-import-not-at-top
   clock = time.perf_counter()
   out = Path(out_dir)
   planned = plan(out_dir=out, config=config, stages=stages)
+  if lane is not None:
+    _lane_stages(out, config, stages, Progress(planned, label=f"reproduce lane {lane}",
+                                               lanes=config.lanes), lane)
+    return []
   progress = Progress(planned)
   head = Stages(out, stages, label="reproduce")
   head.say(f"{len(config.seed_list)} seed(s) {config.seed_list}, world seed "
@@ -192,7 +225,15 @@ def run(*, out_dir, config: ReproduceConfig, stages: QuickstartConfig, world_con
                    p + name, kind, sec, skip))
     stages_lib.make_world(s, world_config)
     stages_lib.reference_points(s)
-    seed_stages(s, config)
+    if config.lanes == 1:
+      seed_stages(s, config)
+  if config.lanes > 1:
+    if lane_command is None:
+      raise ValueError("lanes > 1 needs the command that starts a lane")
+    if cleared := lanes_lib.clear_claims(out):
+      head.say(f"cleared {cleared} claim(s) a stopped reproduction left")
+    head.say(f"{config.lanes} lanes, one core and one XLA thread each")
+    lanes_lib.run_lanes(lane_command, config.lanes)
   command = command or f"realm-bench reproduce --seeds {config.seeds} --out {out_dir}"
   files = render_tables(runs_dir=out, formats=list(config.formats), out_dir=out / "tables",
                         command=command)

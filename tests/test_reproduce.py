@@ -101,7 +101,7 @@ def test_a_retriever_warmup_precedes_every_realm_pretraining(tmp_path):
 
 @pytest.mark.parametrize("field,value", [("seeds", 0), ("first_seed", -1),
                                          ("stale_factor", 1), ("datasets", ("nq", "squad")),
-                                         ("sweep_values", (0, 20))])
+                                         ("sweep_values", (0, 20)), ("lanes", 0)])
 def test_bad_config_names_the_field(field, value):
   with pytest.raises(InputError, match=f"ReproduceConfig.{field}"):
     reproduce.ReproduceConfig(**{field: value})
@@ -114,6 +114,13 @@ def test_zero_seeds_is_a_clear_error(tmp_path, capsys):
   assert not (tmp_path / "r").exists()
 
 
+def test_zero_lanes_is_a_clear_error(tmp_path, capsys):
+  assert cli.main(["reproduce", "--lanes", "0", "--out", str(tmp_path / "r")]) == 2
+  err = capsys.readouterr().err
+  assert "ReproduceConfig.lanes" in err and "Traceback" not in err
+  assert not (tmp_path / "r").exists()
+
+
 def test_dry_run_says_what_is_left(tmp_path, capsys):
   assert cli.main(["reproduce", "--smoke", "--dry_run", "--out", str(tmp_path / "r")]) == 0
   out = capsys.readouterr().out
@@ -122,10 +129,12 @@ def test_dry_run_says_what_is_left(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_smoke_runs_every_row_and_the_check(tmp_path, capsys):
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_smoke_runs_every_row_and_the_check(tmp_path, capsys, lanes):
   out = tmp_path / "repro"
   started = time.perf_counter()
-  assert cli.main(["reproduce", "--smoke", "--out", str(out)]) == 0
+  assert cli.main(["reproduce", "--smoke", "--out", str(out), "--lanes", str(lanes)]) == 0
+  assert not list(out.rglob("*.lane"))   # every claim released
   runs = out / "seed_0" / "runs"
   config = reproduce.ReproduceConfig()
   for system in rows.SYSTEMS:
@@ -151,7 +160,7 @@ def test_smoke_runs_every_row_and_the_check(tmp_path, capsys):
   verdicts = [v for v in json.loads(capsys.readouterr().out)["verdicts"]
               if v["kind"] == "claim" and v["scale"] != "paper"]
   assert verdicts and all(v["verdict"] != "MISSING" for v in verdicts)
-  print(f"smoke reproduction took {time.perf_counter() - started:.0f} s")
+  print(f"smoke reproduction in {lanes} lane(s) took {time.perf_counter() - started:.0f} s")
   # A rerun finds every stage done.
   assert cli.main(["reproduce", "--smoke", "--dry_run", "--out", str(out)]) == 0
   assert re.search(r"(\d+)/\1 stages done, 0 left", capsys.readouterr().out)
