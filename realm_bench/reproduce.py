@@ -10,6 +10,7 @@
 
 Why one process: each stage is an entry-function call in this process with one persistent
 compile cache (DIR/jax_cache), instead of ~60 processes each paying start-up and compilation.
+With `lanes` > 1, as many processes, one per core, share the stages (lanes.py).
 Why seed folders: the reporting code treats each seed's folder as one replicate (seeds pair
 by folder in `check`), and a seed varies only SEED (model initialisation, dropout and data
 order), never the world, so seeds differ by what training does with the same questions.
