@@ -42,10 +42,12 @@ quickstart: $(STAMP)
 
 # Every row of Tables 1 and 2 and the staleness sweep over SEEDS seeds (resumable), then the
 # tables, plots and check under OUT; reproduce-smoke is the same at test sizes on the tiny world.
+# LANES processes share the stages, one core each (realm_bench/lanes.py; 1: one process).
 SEEDS ?= 3
 OUT ?= results/runs/reproduce
+LANES ?= 2
 reproduce: $(STAMP)
-	$(BIN)/realm-bench reproduce --seeds $(SEEDS) --out $(OUT)
+	$(BIN)/realm-bench reproduce --seeds $(SEEDS) --out $(OUT) --lanes $(LANES)
 
 reproduce-smoke: $(STAMP)
 	$(BIN)/realm-bench reproduce --smoke --out results/runs/reproduce_smoke
