@@ -32,7 +32,11 @@ from realm_bench.stages import Stages
 CLAIM_SUFFIX = ".lane"
 POLL_SECONDS = 5.0
 ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-_PIN = ("import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); "
+# A lane's first process: pins itself to a core, asks the kernel for SIGTERM when its parent
+# dies (PR_SET_PDEATHSIG = 1, kept across exec: a killed reproduction leaves no lane working
+# on while a rerun clears its claims), then execs the lane.
+_PIN = ("import ctypes, os, signal, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); "
+        "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM); "
         "os.execv(sys.argv[2], sys.argv[2:])")
 
 

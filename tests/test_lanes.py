@@ -85,3 +85,33 @@ def test_a_failed_lane_stops_the_others_and_is_named(tmp_path):
               1: [sys.executable, "-c", "raise SystemExit(3)"]}
   with pytest.raises(InputError, match="lane 1 exited with status 3"):
     lanes.run_lanes(commands.__getitem__, 2)
+
+
+def test_lanes_stop_when_the_reproduction_is_killed(tmp_path):
+  """A lane whose parent is killed outright (no cleanup) is stopped by the kernel, so a rerun
+  that clears the claims never races a lane still working."""
+  import os  # pylint: disable=g-import-not-at-top
+  import signal  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  pid_file = tmp_path / "lane.pid"
+  lane = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+  parent = subprocess.Popen([sys.executable, "-c", (
+      "import sys; from realm_bench import lanes; "
+      f"lanes.run_lanes(lambda i: [sys.executable, '-c', {lane!r}], 1)")])
+  for _ in range(200):
+    if pid_file.exists() and pid_file.read_text():
+      break
+    time.sleep(0.05)
+  lane_pid = int(pid_file.read_text())
+  parent.send_signal(signal.SIGKILL)
+  parent.wait()
+  for _ in range(100):
+    try:
+      os.kill(lane_pid, 0)
+    except ProcessLookupError:
+      return
+    time.sleep(0.05)
+  os.kill(lane_pid, signal.SIGKILL)
+  raise AssertionError("the lane outlived its killed parent")
