@@ -19,6 +19,7 @@ lane ran it.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from realm_bench.errors import InputError
 from realm_bench.stages import Stages
 
 CLAIM_SUFFIX = ".lane"
+LANES_FILE = "lanes.json"   # the lane count a reproduction folder was made in
 POLL_SECONDS = 5.0
 ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 # A lane's first process: pins itself to a core, asks the kernel for SIGTERM when its parent
@@ -51,6 +53,30 @@ def claim(path: Path) -> bool:
     return False
   finally:
     tmp.unlink()
+
+
+def check_lane_count(out: Path, lanes: int, *, write: bool = True) -> None:
+  """Refuses to go on with a reproduction folder in another lane count than it was made in
+  (its records would mix one-thread and two-thread sums); records the count (`lanes.json`).
+  A folder with records and no such file predates lanes: it was made in one."""
+  from realm_bench.io_utils import atomic_write_json  # pylint: disable=g-import-not-at-top
+  path = Path(out) / LANES_FILE
+  if path.exists():
+    try:
+      made = int(json.loads(path.read_text())["lanes"])
+    except (ValueError, KeyError, TypeError) as e:
+      raise InputError(f"unreadable ({e})", path=path, field="lanes") from None
+  elif any(Path(out).glob("seed_*/runs/*/record.json")):
+    made = 1
+  else:
+    made = None
+  if made is not None and made != lanes:
+    raise InputError(f"this reproduction was made in {made} lane(s), and {lanes} would sum in "
+                     f"another order: rerun with --lanes {made}, or use another --out",
+                     path=path, field="ReproduceConfig.lanes")
+  if write and not path.exists():
+    Path(out).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"lanes": lanes})
 
 
 def clear_claims(out: Path) -> int:

@@ -211,6 +211,7 @@ def run(*, out_dir, config: ReproduceConfig, stages: QuickstartConfig, world_con
   head = Stages(out, stages, label="reproduce")
   head.say(f"{len(config.seed_list)} seed(s) {config.seed_list}, world seed "
            f"{world_config.seed}: {progress.summary()}")
+  lanes_lib.check_lane_count(out, config.lanes, write=not dry_run)
   if dry_run:
     kinds = {}
     for p in planned:

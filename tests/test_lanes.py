@@ -115,3 +115,23 @@ def test_lanes_stop_when_the_reproduction_is_killed(tmp_path):
     time.sleep(0.05)
   os.kill(lane_pid, signal.SIGKILL)
   raise AssertionError("the lane outlived its killed parent")
+
+
+def test_a_folder_keeps_the_lane_count_it_was_made_in(tmp_path):
+  lanes.check_lane_count(tmp_path, 2)
+  assert json.loads((tmp_path / "lanes.json").read_text()) == {"lanes": 2}
+  lanes.check_lane_count(tmp_path, 2)   # resuming as it was made
+  with pytest.raises(InputError, match="made in 2 lane") as info:
+    lanes.check_lane_count(tmp_path, 1)
+  assert info.value.path == str(tmp_path / "lanes.json")
+  assert info.value.field == "ReproduceConfig.lanes"
+
+
+def test_a_folder_from_before_lanes_was_made_in_one(tmp_path):
+  record = tmp_path / "seed_0" / "runs" / "bert" / "record.json"
+  record.parent.mkdir(parents=True)
+  record.write_text("{}")
+  with pytest.raises(InputError, match="made in 1 lane"):
+    lanes.check_lane_count(tmp_path, 2)
+  lanes.check_lane_count(tmp_path, 1)
+  assert json.loads((tmp_path / "lanes.json").read_text()) == {"lanes": 1}

@@ -161,9 +161,13 @@ def test_smoke_runs_every_row_and_the_check(tmp_path, capsys, lanes):
               if v["kind"] == "claim" and v["scale"] != "paper"]
   assert verdicts and all(v["verdict"] != "MISSING" for v in verdicts)
   print(f"smoke reproduction in {lanes} lane(s) took {time.perf_counter() - started:.0f} s")
-  # A rerun finds every stage done.
-  assert cli.main(["reproduce", "--smoke", "--dry_run", "--out", str(out)]) == 0
+  # A rerun finds every stage done; in another lane count it is refused.
+  rerun = ["reproduce", "--smoke", "--dry_run", "--out", str(out), "--lanes"]
+  assert cli.main([*rerun, str(lanes)]) == 0
   assert re.search(r"(\d+)/\1 stages done, 0 left", capsys.readouterr().out)
+  other = str(3 - lanes)
+  assert cli.main([*rerun, other]) == 2
+  assert f"made in {lanes} lane(s)" in capsys.readouterr().err
 
 
 def test_a_world_of_another_seed_is_refused(tmp_path):
