@@ -29,7 +29,7 @@ import malloc  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _recall_command(out: Path) -> list[str]:
-  runs = malloc._runs_dir(out)  # pylint: disable=protected-access
+  runs = malloc.runs_dir(out)
   record = runs / "ict_recall_dev" / "record.json"
   if not record.exists():
     raise SystemExit(f"corpus_tokens.py: {record}: no such file (run the quickstart first)")
@@ -48,18 +48,15 @@ def _run(command: list[str], run_dir: Path, tokens: Path | None) -> tuple[float,
                         stderr=subprocess.PIPE, text=True, check=False)
   wall = time.perf_counter() - start
   if proc.returncode:
-    raise SystemExit(f"corpus_tokens.py: the stage exited {proc.returncode}:\n"
-                     + "\n".join(proc.stderr.strip().splitlines()[-5:]))
+    raise malloc.failed("corpus_tokens.py", "the stage", proc)
   return wall, json.loads((run_dir / "record.json").read_text())["metrics"]["recall@5"]
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("out", type=Path)
-  parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--repeats", type=malloc.at_least_one, default=2)
   args = parser.parse_args(argv)
-  if args.repeats < 1:
-    parser.error(f"--repeats: {args.repeats} is not a whole number of at least 1")
   command = _recall_command(args.out)
   walls: dict[str, list[float]] = {"own": [], "shared": []}
   recalls = set()

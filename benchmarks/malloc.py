@@ -40,7 +40,19 @@ def makefile_tunables(makefile: Path = MAKEFILE) -> str:
   raise SystemExit(f"{makefile}: no MALLOC_TUNABLES := ... line")
 
 
-def _runs_dir(out: Path) -> Path:
+def at_least_one(text: str) -> int:
+  """An argparse type: a whole number of at least 1 (steps, repeats)."""
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 1")
+  return value
+
+
+def runs_dir(out: Path) -> Path:
+  """The runs folder of a quickstart's or a reproduction's --out folder (its BERT and ICT)."""
   for candidate in (out / "runs", out / "seed_0" / "runs"):
     if (candidate / "ict").is_dir() and (candidate / "bert").is_dir():
       return candidate
@@ -48,25 +60,35 @@ def _runs_dir(out: Path) -> Path:
                    "quickstart's or a reproduction's --out folder")
 
 
-def _finetune(out: Path, runs: Path, run_dir: Path, steps: int, tunables: str | None):
-  env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-  if tunables:
-    env["GLIBC_TUNABLES"] = tunables
+def finetune_command(out: Path, runs: Path, run_dir: Path, steps: int) -> list[str]:
+  """`realm-bench train` of an ORQA fine-tuning with the quickstart's bindings into run_dir."""
   cli = Path(sys.executable).with_name("realm-bench")
   config = stages.QuickstartConfig(finetune_steps=steps)
   bindings = [f"WORLD_DIR = '{out / 'world'}'", f"VOCAB_PATH = '{out / 'vocab.txt'}'",
               f"RUN_DIR = '{run_dir}'",
               *stages.finetune_bindings(config, runs / "ict", runs / "bert")]
-  command = [str(cli), "train", "--gin_file=runs/finetune.gin", "--gin_file=datasets/nq.gin",
-             "--gin_file=experiments/orqa.gin", f"--gin_file={config.size_gin}",
-             *(f"--gin_bindings={b}" for b in bindings)]
+  return [str(cli), "train", "--gin_file=runs/finetune.gin", "--gin_file=datasets/nq.gin",
+          "--gin_file=experiments/orqa.gin", f"--gin_file={config.size_gin}",
+          *(f"--gin_bindings={b}" for b in bindings)]
+
+
+def failed(script: str, what: str, proc) -> SystemExit:
+  """The error a benchmark exits with when a child run failed: the tail of its stderr."""
+  return SystemExit(f"{script}: {what} exited {proc.returncode}:\n"
+                    + "\n".join((proc.stderr or "").strip().splitlines()[-5:]))
+
+
+def _finetune(out: Path, runs: Path, run_dir: Path, steps: int, tunables: str | None):
+  env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+  if tunables:
+    env["GLIBC_TUNABLES"] = tunables
+  command = finetune_command(out, runs, run_dir, steps)
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   start = time.perf_counter()
   proc = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                         text=True, check=False)
   if proc.returncode:
-    raise SystemExit(f"malloc.py: the fine-tuning exited {proc.returncode}:\n"
-                     + "\n".join(proc.stderr.strip().splitlines()[-5:]))
+    raise failed("malloc.py", "the fine-tuning", proc)
   wall = time.perf_counter() - start
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
   metrics = json.loads((run_dir / "record.json").read_text())["metrics"]
@@ -79,11 +101,9 @@ def _finetune(out: Path, runs: Path, run_dir: Path, steps: int, tunables: str | 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("out", type=Path)
-  parser.add_argument("--steps", type=int, default=300)
+  parser.add_argument("--steps", type=at_least_one, default=300)
   args = parser.parse_args(argv)
-  if args.steps < 1:
-    parser.error(f"--steps: {args.steps} is not a whole number of at least 1")
-  runs = _runs_dir(args.out)
+  runs = runs_dir(args.out)
   rows = {}
   with tempfile.TemporaryDirectory() as tmp:
     for name, tunables in (("glibc default", None),

@@ -231,3 +231,19 @@ def test_an_interrupted_shared_write_leaves_no_folder_that_opens(tmp_path):
   assert not list(tmp_path.iterdir())
   assert token_file.ensure_shared(tmp_path, FP, lambda: iter(_rows()),
                                   block_len=8).doc_inputs.shape == (10, 8)
+
+
+def test_runs_share_the_folder_corpus_tokens_dir_names(world, tmp_path):
+  """With the macro set (the quickstart and reproduce set it) two runs open one copy, and
+  neither writes its own."""
+  from realm_bench import gin_utils  # pylint: disable=g-import-not-at-top
+  shared = tmp_path / "shared"
+  gin_utils.parse_gin(["runs/pretrain.gin", "sizes/tiny.gin", "testing/tiny.gin"],
+                      [f"WORLD_DIR = '{world / 'world'}'", f"VOCAB_PATH = '{world / 'vocab.txt'}'",
+                       f"RUN_DIR = '{tmp_path / 'a'}'", "WARM_START = None",
+                       f"CORPUS_TOKENS_DIR = '{shared}'"])
+  task = "realm_bench.synthetic.corpus"
+  a = token_file.for_run(task, 32, tmp_path / "a")
+  b = token_file.for_run(task, 32, tmp_path / "b")
+  np.testing.assert_array_equal(a.doc_inputs, b.doc_inputs)
+  assert len(list(shared.iterdir())) == 1 and not list(tmp_path.glob("[ab]/corpus_tokens"))
