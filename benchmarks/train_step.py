@@ -15,9 +15,10 @@ Model FLOPs (2 per multiply-add, forward matmuls only, x3 for forward + backward
   tower(L) = enc(L) + 2*H^2 + 2*H*P                     + pooler + retriever projection
   pre-training step = 3 * B * (tower(Lq) + K*tower(Ld) + K*enc(Lq + Ld)
                                + K*M*(2*H^2 + 2*H*V) + 2*K*P)   MLM head at M masked slots
-  Open-QA step      = 3 * B * (tower(Lq) + R*enc(Lr) + R*(4*Lr*H*S + 2*Lr*W*S) + 2*N*P)
+  Open-QA step      = 3 * B * (tower(Lq) + R*enc(Lr) + R*(4*Lb*H*S + 2*Lb*W*S) + 2*N*P)
 H hidden, F mlp, V vocab, P retriever projection, K candidates (null doc included), M mask slots,
-R read blocks of length Lr = Lq + Ld, N retrieved embeddings, S span hidden, W max span width.
+R read blocks of length Lr = Lq + Ld, Lb = Ld - 2 body positions (the span head's), N retrieved
+embeddings, S span hidden, W max span width.
 Embedding gathers, softmax, LayerNorm, GELU, dropout and the optimizer are not counted: they are
 what separates the achieved rate from the peak, and `--profile` times them.
 
@@ -124,8 +125,8 @@ def pretrain_flops(shape: Shape, batch: int, candidates: int) -> int:
 
 
 def openqa_flops(shape: Shape, batch: int) -> int:
-  cfg, lr = shape.config, shape.joint_len
-  span = 4 * lr * cfg.hidden_size * SPAN_HIDDEN + 2 * lr * MAX_SPAN_LEN * SPAN_HIDDEN
+  cfg, lr, body = shape.config, shape.joint_len, shape.block_len - 2
+  span = 4 * body * cfg.hidden_size * SPAN_HIDDEN + 2 * body * MAX_SPAN_LEN * SPAN_HIDDEN
   forward = (tower_flops(cfg, shape.query_len) + NUM_READ * (encoder_flops(cfg, lr) + span)
              + 2 * NUM_RETRIEVED * PROJ_DIM)
   return 3 * batch * forward
@@ -164,16 +165,16 @@ def openqa_batch(shape: Shape, batch: int, seed: int = 0) -> dict:
   b, lq, lr, v = batch, shape.query_len, shape.joint_len, shape.config.vocab_size
   out = batching.OPEN_QA_BATCH.zeros(batch=b, query_len=lq, retrieved=NUM_RETRIEVED,
                                      proj_dim=PROJ_DIM, read=NUM_READ, reader_len=lr,
-                                     max_span_len=MAX_SPAN_LEN)
+                                     body=shape.block_len - 2, max_span_len=MAX_SPAN_LEN)
   out["query_ids"][:] = _ids(rng, v, b, lq)
   out["retrieved_doc_emb"][:] = rng.normal(size=(b, NUM_RETRIEVED, PROJ_DIM))
   out["retrieved_valid"][:] = 1.0
   out["retrieved_has_answer"][:] = rng.uniform(size=(b, NUM_RETRIEVED)) < 0.01
   out["reader_ids"][:] = _ids(rng, v, b, NUM_READ, lr)
   out["reader_types"][..., lq:] = 1
-  out["body_start"][:] = lq + 1
+  out["body_positions"][:] = lq + 1 + np.arange(shape.block_len - 2)
   out["body_len"][:] = shape.block_len - 2
-  out["gold_spans"][:, 0, lq + 3, 1] = 1.0
+  out["gold_spans"][:, 0, 2, 1] = 1.0
   return out
 
 

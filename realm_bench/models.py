@@ -152,10 +152,10 @@ class OpenQANet(_ScoredNet):
     self.span_head = SpanHead(self.reader_config, self.span_hidden, self.max_span_len,
                               self.span_layer_norm, self.span_norm_eps)
 
-  def __call__(self, query_ids, reader_ids, reader_types, *, deterministic=True):
+  def __call__(self, query_ids, reader_ids, reader_types, body_positions, *, deterministic=True):
     q = self.retriever.embed_query(query_ids, deterministic=deterministic)
     hidden, _ = self.reader(reader_ids, reader_types, deterministic=deterministic)
-    return q, self.span_head(hidden), self.log_scale()
+    return q, self.span_head(hidden, body_positions), self.log_scale()
 
 
 def _scaled(scores, log_scale, scale: float, learned: bool):
@@ -452,19 +452,19 @@ class OpenQAModel(_RetrieverModel):
 
   def init_params(self, rng, batch):
     return self._qa_net().init({"params": rng}, batch["query_ids"], batch["reader_ids"],
-                               batch["reader_types"])["params"]
+                               batch["reader_types"], batch["body_positions"])["params"]
 
   def _forward(self, params, batch, dropout_rng=None):
     q, span_logits, log_scale = self._qa_net().apply(
         {"params": params}, batch["query_ids"], batch["reader_ids"], batch["reader_types"],
-        **_train_mode(dropout_rng))
+        batch["body_positions"], **_train_mode(dropout_rng))
     retrieval_scores = _scaled(inner_products(q, batch["retrieved_doc_emb"]), log_scale,
                                self.score_scale, self.learn_score_scale)      # [B, N]
     num_read = batch["reader_ids"].shape[1]
     # A block's retrieval score is added to each of its spans (ORQA), weighted.
     span_logits += self.span_retrieval_weight * retrieval_scores[:, :num_read, None, None]
     valid = span_validity(span_logits.shape[-2], self.max_span_len,
-                          batch["body_start"], batch["body_len"])
+                          jnp.zeros_like(batch["body_len"]), batch["body_len"])
     return retrieval_scores, span_logits, valid
 
   def loss_fn(self, params, batch, dropout_rng):
@@ -484,7 +484,7 @@ class OpenQAModel(_RetrieverModel):
     }
 
   def predict_batch(self, params, batch):
-    """The best (block, start, width) over the read blocks, retrieval score included."""
+    """The best (block, body start, body end) over the read blocks, retrieval score included."""
     _, span_logits, valid = self._forward(params, batch)
     logits = jnp.where(valid, span_logits, NEG_INF)
     b, r, l, w = logits.shape

@@ -68,10 +68,13 @@ def test_qa_batch_marks_gold_spans_inside_the_body():
   np.testing.assert_array_equal(b["retrieved_has_answer"][0], [0, 1, 0])
   np.testing.assert_array_equal(b["retrieved_valid"][0], [1, 1, 0])
   np.testing.assert_array_equal(b["retrieved_doc_emb"][0, 1], emb[0])        # block 5 = row 0
-  start = b["body_start"][0, 1]
-  assert start == 4 + 1 + 1                                                  # [CLS] q [SEP] t [SEP]
-  assert b["gold_spans"][0, 1, start + 2, 0] == 1 and b["gold_spans"].sum() == 1
-  assert b["reader_ids"][0, 1, start + 2] == 12
+  start = 4 + 1 + 1                                                          # [CLS] q [SEP] t [SEP]
+  body_len = b["body_len"][0, 1]
+  np.testing.assert_array_equal(b["body_positions"][0, 1, :body_len],
+                                np.arange(start, start + body_len))
+  assert not b["body_positions"][0, 1, body_len:].any()
+  assert b["gold_spans"][0, 1, 2, 0] == 1 and b["gold_spans"].sum() == 1    # body piece 2
+  assert b["reader_ids"][0, 1, b["body_positions"][0, 1, 2]] == 12
 
 
 def test_batches_match_their_specs():
@@ -86,7 +89,8 @@ def test_batches_match_their_specs():
   qa = batching.qa_batch([{"inputs": np.array([2, 50, 3]), "answers": [b"1873"]}],
                          np.array([[9, 5]]), np.eye(2, 4, dtype=np.float32), corpus, SPECIALS,
                          matcher, query_len=4, num_read=2, max_span_len=3)
-  assert batching.OPEN_QA_BATCH.check(qa)["reader_len"] == 4 + 2 + 7 + 2
+  sizes = batching.OPEN_QA_BATCH.check(qa)
+  assert (sizes["reader_len"], sizes["body"]) == (4 + 2 + 7 + 2, 7)
   del qa["gold_spans"]   # optional: prediction batches have none
   batching.OPEN_QA_BATCH.check(qa)
   with pytest.raises(ValueError, match="missing"):

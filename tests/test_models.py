@@ -226,19 +226,20 @@ def test_realm_loss_equals_direct_computation_from_the_networks(share):
   assert set(metrics) >= {"retrieval_utility", "marginal_retrieval_utility", "null_doc_prob"}
 
 
-def _qa_batch(b=2, r=2, n=4, lq=5, lr=12, w=3):
+def _qa_batch(b=2, r=2, n=4, lq=5, lr=12, w=3, body=5):
   rng = np.random.default_rng(3)
-  body_start = np.full((b, r), 7, np.int32)
   body_len = np.array([[4, 3], [0, 5]], np.int32)
-  gold = np.zeros((b, r, lr, w), np.float32)
-  gold[0, 1, 8, 1] = 1.0
+  positions = np.where(np.arange(body) < body_len[..., None], 7 + np.arange(body), 0)
+  gold = np.zeros((b, r, body, w), np.float32)
+  gold[0, 1, 1, 1] = 1.0
   return {"query_ids": rng.integers(5, 50, size=(b, lq)).astype(np.int32),
           "reader_ids": rng.integers(5, 50, size=(b, r, lr)).astype(np.int32),
           "reader_types": np.zeros((b, r, lr), np.int32),
           "retrieved_doc_emb": rng.normal(size=(b, n, 8)).astype(np.float32),
           "retrieved_valid": np.ones((b, n), np.float32),
           "retrieved_has_answer": np.array([[0, 1, 0, 1], [0, 0, 0, 0]], np.float32),
-          "body_start": body_start, "body_len": body_len, "gold_spans": gold}
+          "body_positions": positions.astype(np.int32), "body_len": body_len,
+          "gold_spans": gold}
 
 
 def test_open_qa_loss_and_prediction():
@@ -251,16 +252,37 @@ def test_open_qa_loss_and_prediction():
   scores, logits, valid = map(np.asarray, (scores, logits, valid))
   # Reader: only example 0 has a gold span; retriever: only example 0 has an answer.
   e = np.exp(logits[0] - logits[0][valid[0]].max())
-  reader = np.log(e[1, 8, 1]) - np.log(e[valid[0]].sum())
+  reader = np.log(e[1, 1, 1]) - np.log(e[valid[0]].sum())
   s = np.exp(scores[0])
   retriever = np.log(s[[1, 3]].sum()) - np.log(s.sum())
   assert float(loss) == pytest.approx(-(reader + retriever), rel=1e-4)
   assert float(metrics["gold_in_read_blocks"]) == 0.5
   pred = jax.jit(model.predict_batch)(params, batch)
   blk, start, end = (int(pred[k][0]) for k in ("block", "start", "end"))
-  assert 7 <= start <= end < 7 + batch["body_len"][0, blk] and end - start < 3
+  assert 0 <= start <= end < batch["body_len"][0, blk] and end - start < 3
   # Block 0 of example 1 has an empty body: its spans are never valid.
   assert not valid[1, 0].any()
+
+
+def test_span_head_on_the_body_positions_equals_the_whole_input_head_at_valid_spans():
+  # The span head once ran on every reader position; it now reads only the body's (E119).
+  model = models.OpenQAModel(retriever_config=TINY, proj_dim=8, reader_config=TINY,
+                             span_hidden=8, max_span_len=3, sep_id=SEP, span_retrieval_weight=0.0)
+  batch = _qa_batch()
+  params = model.init_params(jax.random.PRNGKey(0), batch)
+
+  def whole_input(net, reader_ids, reader_types):
+    hidden, _ = net.reader(reader_ids, reader_types, deterministic=True)
+    return net.span_head(hidden)
+
+  whole = np.asarray(model._qa_net().apply(  # pylint: disable=protected-access
+      {"params": params}, batch["reader_ids"], batch["reader_types"], method=whole_input))
+  _, logits, valid = map(np.asarray, model._forward(params, batch))  # pylint: disable=protected-access
+  b, r, i, w = np.nonzero(valid)
+  assert len(b) > 10
+  np.testing.assert_allclose(logits[b, r, i, w],
+                             whole[b, r, batch["body_positions"][b, r, i], w], rtol=1e-5,
+                             atol=1e-6)
 
 
 def test_span_retrieval_weight_scales_the_retrieval_score_in_the_span_logits():

@@ -26,8 +26,9 @@ def _qa_batch(b=1, r=2, n=3, lq=5, lr=12, w=3):
           "retrieved_doc_emb": rng.normal(size=(b, n, 8)).astype(np.float32),
           "retrieved_valid": np.ones((b, n), np.float32),
           "retrieved_has_answer": np.zeros((b, n), np.float32),
-          "body_start": np.full((b, r), 7, np.int32), "body_len": np.full((b, r), 4, np.int32),
-          "gold_spans": np.zeros((b, r, lr, w), np.float32)}
+          "body_positions": np.broadcast_to(7 + np.arange(4, dtype=np.int32), (b, r, 4)),
+          "body_len": np.full((b, r), 4, np.int32),
+          "gold_spans": np.zeros((b, r, 4, w), np.float32)}
 
 
 def _model(layer_norm: bool):

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import flax.linen as nn
 from flax.core import meta
 
 from realm_bench import models
@@ -116,6 +117,39 @@ def test_span_head_is_relu_layernorm_dense_as_orqa_reads():
                                atol=1e-5)
   plain = SpanHead(CFG, hidden=8, max_span_len=3, layer_norm=False)
   assert "hidden_norm" not in plain.init(jax.random.PRNGKey(0), h)["params"]
+
+
+class _LayerByLayerSpanHead(nn.Module):
+  """The span head as ORQA writes it, each layer applied in turn (this project's until E119)."""
+  hidden: int = 8
+  max_span_len: int = 3
+
+  @nn.compact
+  def __call__(self, hidden_states):
+    start = bert.Projection(CFG, (self.hidden,), ("embed", "mlp"), name="start")(hidden_states)
+    end = bert.Projection(CFG, (self.hidden,), ("embed", "mlp"), name="end")(hidden_states)
+    length = hidden_states.shape[-2]
+    end = jnp.pad(end, [(0, 0), (0, self.max_span_len), (0, 0)])
+    ends = jnp.stack([end[:, w:w + length] for w in range(self.max_span_len)], axis=-2)
+    h = bert.LayerNorm(1e-3, axis="mlp", name="hidden_norm")(nn.relu(start[:, :, None] + ends))
+    return bert.Projection(CFG, (1,), ("mlp", None), name="score")(h)[..., 0]
+
+
+def test_span_head_has_the_layer_by_layer_heads_parameters_values_and_gradients():
+  h = jnp.asarray(np.random.default_rng(1).normal(size=(2, 7, CFG.hidden_size)), jnp.float32)
+  head, reference = SpanHead(CFG, hidden=8, max_span_len=3), _LayerByLayerSpanHead()
+  params = meta.unbox(head.init(jax.random.PRNGKey(0), h))
+  assert jax.tree_util.tree_all(jax.tree_util.tree_map(
+      np.array_equal, params, meta.unbox(reference.init(jax.random.PRNGKey(0), h))))
+  rng = np.random.default_rng(2)   # away from the initial LayerNorm's ones and zeros
+  params = jax.tree_util.tree_map(lambda p: p + 0.3 * rng.normal(size=p.shape), params)
+  loss = lambda module: lambda p, x: jnp.sum(jnp.tanh(module.apply(p, x)))
+  np.testing.assert_allclose(head.apply(params, h), reference.apply(params, h), rtol=1e-5,
+                             atol=1e-5)
+  got = jax.grad(loss(head), argnums=(0, 1))(params, h)
+  want = jax.grad(loss(reference), argnums=(0, 1))(params, h)
+  for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("deterministic", [True, False])

@@ -4,7 +4,8 @@ This is where REALM's inputs are assembled, as in the released code's featurizer
   pre-training   candidates  [CLS] title [SEP] body [SEP]   (document tower)
                  joint input [CLS] x [SEP] body [SEP]        (knowledge-augmented encoder)
                  candidate 0 is the null document: [CLS] [SEP] [SEP] and a query-only joint input
-  Open-QA        reader input [CLS] q [SEP] title [SEP] body [SEP], spans inside the body only
+  Open-QA        reader input [CLS] q [SEP] title [SEP] body [SEP], spans inside the body only,
+                 indexed by body wordpiece (the span head reads the body's positions only)
 All arrays are padded to fixed shapes so one compiled step serves the whole run. Each batch's
 keys, shapes and dtypes are declared once, in ICT_BATCH, REALM_BATCH and OPEN_QA_BATCH: the
 models' docstrings, the benchmarks and the tests read them from here.
@@ -118,10 +119,13 @@ OPEN_QA_BATCH = BatchSpec("open_qa", {
     "reader_ids": Field(("batch", "read", "reader_len"), "int32",
                         "[CLS] q [SEP] title [SEP] body [SEP] of the first `read` blocks"),
     "reader_types": Field(("batch", "read", "reader_len"), "int32", "segment ids (block = 1)"),
-    "body_start": Field(("batch", "read"), "int32", "reader position of the body's first piece"),
+    "body_positions": Field(("batch", "read", "body"), "int32",
+                            "reader position of each body wordpiece, 0 past the body: the "
+                            "span head reads only these (body = the corpus's longest body)"),
     "body_len": Field(("batch", "read"), "int32", "body wordpieces in the reader input"),
-    "gold_spans": Field(("batch", "read", "reader_len", "max_span_len"), "float32",
-                        "1 at (start, width) of every gold span (training only)", optional=True),
+    "gold_spans": Field(("batch", "read", "body", "max_span_len"), "float32",
+                        "1 at (start, width) of every gold span, start a body wordpiece index "
+                        "(training only)", optional=True),
 })
 
 
@@ -355,11 +359,11 @@ def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings
       "retrieved_has_answer": np.zeros((b, n), np.float32),
       "reader_ids": np.zeros((b, num_read, reader_len), np.int32),
       "reader_types": np.zeros((b, num_read, reader_len), np.int32),
-      "body_start": np.zeros((b, num_read), np.int32),
+      "body_positions": np.zeros((b, num_read, corpus.max_body_len), np.int32),
       "body_len": np.zeros((b, num_read), np.int32),
   }
   if with_gold:
-    batch["gold_spans"] = np.zeros((b, num_read, reader_len, max_span_len), np.float32)
+    batch["gold_spans"] = np.zeros((b, num_read, corpus.max_body_len, max_span_len), np.float32)
   for i, e in enumerate(examples):
     q = np.asarray(e["inputs"])
     answers = [to_text(a) for a in e.get("answers", [])]
@@ -377,10 +381,10 @@ def qa_batch(examples: Sequence[dict], retrieved_ids: np.ndarray, doc_embeddings
       start = len(q) + len(title) + 1
       batch["reader_ids"][i, j, :len(seq)] = seq
       batch["reader_types"][i, j, len(q):len(seq)] = 1
-      batch["body_start"][i, j] = start
+      batch["body_positions"][i, j, :len(body)] = np.arange(start, start + len(body))
       batch["body_len"][i, j] = len(body)
       for s, t in spans:
-        batch["gold_spans"][i, j, start + s, t - s] = 1.0
+        batch["gold_spans"][i, j, s, t - s] = 1.0
   return batch
 
 

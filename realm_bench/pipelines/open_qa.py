@@ -163,9 +163,8 @@ class OpenQAPipeline(base.Pipeline):
         prediction = ""
         if out["has_span"][i]:
           read = out["block"][i]
-          offset = batch["body_start"][i, read]   # spans index the reader input; cut the body
           prediction = batching.answer_text(self.corpus, retrieved[i, read],
-                                            out["start"][i] - offset, out["end"][i] - offset)
+                                            out["start"][i], out["end"][i])
         rows.append({"question": to_text(chunk[i]["question"]), "prediction": prediction,
                      "answers": [to_text(a) for a in chunk[i]["answers"]],
                      "retrieved": [int(b) for b in retrieved[i] if b >= 0]})

@@ -273,18 +273,22 @@ def _reader_inputs(seed=0):
     block_mask.append([1 if start <= i < start + len(body) else 0 for i in range(length)])
     body_start.append(start)
     body_len.append(len(body))
-  gold_spans = np.zeros((1, R, length, MAX_SPAN), np.float32)
-  gold = (body_start[1] + 2, 1)                # block 1, a two-wordpiece span
-  gold_spans[0, 1, gold[0], gold[1]] = 1.0
+  # Our spans index the body (the span head reads the body's positions); HF's the input.
+  body = max(body_len)
+  positions = [[start + i if i < n else 0 for i in range(body)]
+               for start, n in zip(body_start, body_len)]
+  gold_spans = np.zeros((1, R, body, MAX_SPAN), np.float32)
+  gold_spans[0, 1, 2, 1] = 1.0                 # block 1, a two-wordpiece span at body piece 2
+  gold = (body_start[1] + 2, 1)                # the same span, as HF indexes it
   return {
       "query_ids": np.array([[CLS, *question, SEP, PAD]], np.int32),
       "retrieved_doc_emb": rng.normal(size=(1, N, PROJ)).astype(np.float32),
       "retrieved_valid": np.ones((1, N), np.float32),
       "retrieved_has_answer": np.array([[0, 1, 1]], np.float32),
       "reader_ids": np.array([ids], np.int32), "reader_types": np.array([types], np.int32),
-      "body_start": np.array([body_start], np.int32),
+      "body_positions": np.array([positions], np.int32),
       "body_len": np.array([body_len], np.int32), "gold_spans": gold_spans,
-  }, np.array(block_mask, bool), gold
+  }, np.array(block_mask, bool), gold, np.array(body_start)
 
 
 def test_span_logits_loss_and_prediction(parity_errors):
@@ -299,7 +303,7 @@ def test_span_logits_loss_and_prediction(parity_errors):
   model = models.OpenQAModel(retriever_config=OUR_CONFIG, reader_config=OUR_CONFIG,
                              proj_dim=PROJ, span_hidden=SPAN_HIDDEN, max_span_len=MAX_SPAN,
                              sep_id=SEP)
-  batch, block_mask, gold = _reader_inputs()
+  batch, block_mask, gold, body_start = _reader_inputs()
   forward = jax.jit(model._forward)  # pylint: disable=protected-access
   scores, span_logits, valid = map(np.asarray, forward(params, batch))
   ids, types = _t(batch["reader_ids"][0]).long(), _t(batch["reader_types"][0]).long()
@@ -321,8 +325,11 @@ def test_span_logits_loss_and_prediction(parity_errors):
   _check(parity_errors, "retrieval score (open QA)", scores, hf_scores)
   starts, ends = starts.numpy(), ends.numpy()
   hf_valid = (block_mask[:, starts] & block_mask[:, ends])           # [R, spans]
-  ours = span_logits[0][:, starts, ends - starts]                    # the same (start, end)s
-  np.testing.assert_array_equal(valid[0][:, starts, ends - starts], hf_valid)
+  # The same (start, end)s in our body frame (clipped where HF's lie outside every body).
+  in_body = np.clip(starts[None, :] - body_start[:, None], 0, span_logits.shape[2] - 1)
+  pick = (np.arange(R)[:, None], in_body, np.broadcast_to(ends - starts, in_body.shape))
+  ours = span_logits[0][pick]
+  assert valid[0][pick][hf_valid].all() and valid[0].sum() == hf_valid.sum()
   # The span head alone (the retrieval score, compared above, is most of a logit's size).
   _check(parity_errors, "span logits (span head alone)",
          (ours - scores[0, :R, None])[hf_valid], span_only.numpy()[hf_valid])
@@ -332,6 +339,7 @@ def test_span_logits_loss_and_prediction(parity_errors):
   _check(parity_errors, "reader + retriever loss", loss, out.loss.numpy())
   pred = jax.jit(model.predict_batch)(params, {k: v for k, v in batch.items()
                                                if k != "gold_spans"})
-  assert int(pred["block"][0]) == int(out.block_idx)
-  assert (int(pred["start"][0]), int(pred["end"][0])) == (int(out.start_pos[0]),
-                                                          int(out.end_pos[0]))
+  block = int(pred["block"][0])
+  assert block == int(out.block_idx)
+  assert (int(pred["start"][0]) + body_start[block], int(pred["end"][0]) + body_start[block]) \
+      == (int(out.start_pos[0]), int(out.end_pos[0]))
