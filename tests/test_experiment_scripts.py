@@ -681,6 +681,21 @@ def test_readme_quotes_the_check_over_the_900_step_worlds(folder):
     assert quoted in readme, (v["item"], v["verdict"], quoted)
 
 
+def test_readme_quotes_the_check_of_the_reproduction_within_the_budget():
+  """E120's claims in the README and the log are `realm-bench check`'s over its records."""
+  claims = _decided_claims(RECORDS / "reproduce_e120")
+  assert len(claims) == 19, claims
+  readme = _readme_words()
+  log = " ".join((ROOT / "results" / "EXPERIMENTS.md").read_text(encoding="utf-8").split())
+  for v in claims:
+    if v["delta"] is None:   # the sweep's rank claims: quoted by their correlation
+      continue
+    quoted = f"{v['delta']:+.1f} [{v['ci_low']:+.1f}, {v['ci_high']:+.1f}]"
+    assert quoted in readme and quoted in log, (v["item"], v["verdict"], quoted)
+  assert "**8 PASS**" in readme and "**11 INCONCLUSIVE**" in readme
+  assert sorted(v["verdict"] for v in claims) == ["INCONCLUSIVE"] * 11 + ["PASS"] * 8
+
+
 @pytest.mark.parametrize("world", [0, 1, 2])
 def test_log_e83_encoder_table_is_the_records(world):
   """E83's rows (the encoders pre-trained on oracle, retrieved and random blocks) are what the

@@ -496,6 +496,7 @@ def test_record_dataclass_fields_are_the_documented_contract():
     ("results/records/reproduce", "results/tables/reproduce"),
     ("results/records/reproduce_declarative", "results/tables/reproduce_declarative"),
     ("results/records/reproduce_reworded", "results/tables/reproduce_reworded"),
+    ("results/records/reproduce_e120", "results/tables/reproduce_e120"),
     ("results/records/staleness", "results/tables/staleness_generator1"),
     ("results/records/staleness_1000_steps", "results/tables/staleness_1000_steps")])
 def test_committed_tables_are_what_the_committed_records_render(tmp_path, records, out):
@@ -642,12 +643,13 @@ def test_the_sweep_plot_draws_the_reference_line(tmp_path, monkeypatch):
   assert len(drawn) == 1 and drawn[0]["value"].tolist() == [pytest.approx(42.0)]
 
 
-def test_committed_check_is_what_the_committed_records_decide(capsys):
-  """The reproduction's verdicts quoted in the README (E100, E101) come from its records."""
+@pytest.mark.parametrize("name", ["reproduce_reworded", "reproduce_e120"])
+def test_committed_check_is_what_the_committed_records_decide(capsys, name):
+  """The reproductions' verdicts quoted in the README (E100, E101; E120) come from records."""
   root = Path(__file__).resolve().parent.parent
-  cli.main(["check", "--runs", str(root / "results/records/reproduce_reworded")])
+  cli.main(["check", "--runs", str(root / "results/records" / name)])
   verdicts = lambda text: [l for l in text.splitlines()
                            if l.split(" ", 1)[0] in ("PASS", "FAIL", "INCONCLUSIVE")]
   ran = verdicts(capsys.readouterr().out)
   assert len(ran) == 19
-  assert ran == verdicts((root / "results/tables/reproduce_reworded/check.txt").read_text())
+  assert ran == verdicts((root / "results/tables" / name / "check.txt").read_text())
