@@ -16,7 +16,7 @@ import flax.linen as nn
 from jax import lax
 import jax.numpy as jnp
 
-from realm_bench.networks.bert import BertConfig, LayerNorm, Projection
+from realm_bench.networks.bert import BertConfig, Projection
 
 NEG_INF = -1e9
 
