@@ -4,18 +4,22 @@ REALM classes when torch is installed.)"""
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import flax.linen as nn
 from flax.core import meta
 
 from realm_bench import models
 from realm_bench.networks import bert
 from realm_bench.networks.embedder import Embedder, document_segment_ids
 from realm_bench.networks.reader import SpanHead
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import span_head  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 CFG = bert.BertConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
                       max_len=32, dropout_rate=0.0, init_std=0.2)
@@ -119,25 +123,10 @@ def test_span_head_is_relu_layernorm_dense_as_orqa_reads():
   assert "hidden_norm" not in plain.init(jax.random.PRNGKey(0), h)["params"]
 
 
-class _LayerByLayerSpanHead(nn.Module):
-  """The span head as ORQA writes it, each layer applied in turn (this project's until E119)."""
-  hidden: int = 8
-  max_span_len: int = 3
-
-  @nn.compact
-  def __call__(self, hidden_states):
-    start = bert.Projection(CFG, (self.hidden,), ("embed", "mlp"), name="start")(hidden_states)
-    end = bert.Projection(CFG, (self.hidden,), ("embed", "mlp"), name="end")(hidden_states)
-    length = hidden_states.shape[-2]
-    end = jnp.pad(end, [(0, 0), (0, self.max_span_len), (0, 0)])
-    ends = jnp.stack([end[:, w:w + length] for w in range(self.max_span_len)], axis=-2)
-    h = bert.LayerNorm(1e-3, axis="mlp", name="hidden_norm")(nn.relu(start[:, :, None] + ends))
-    return bert.Projection(CFG, (1,), ("mlp", None), name="score")(h)[..., 0]
-
-
 def test_span_head_has_the_layer_by_layer_heads_parameters_values_and_gradients():
+  # The layer-by-layer form is benchmarks/span_head.py's baseline (the head until E119).
   h = jnp.asarray(np.random.default_rng(1).normal(size=(2, 7, CFG.hidden_size)), jnp.float32)
-  head, reference = SpanHead(CFG, hidden=8, max_span_len=3), _LayerByLayerSpanHead()
+  head, reference = SpanHead(CFG, hidden=8, max_span_len=3), span_head.LayerByLayer(CFG, 8, 3)
   params = meta.unbox(head.init(jax.random.PRNGKey(0), h))
   assert jax.tree_util.tree_all(jax.tree_util.tree_map(
       np.array_equal, params, meta.unbox(reference.init(jax.random.PRNGKey(0), h))))
@@ -169,3 +158,10 @@ def test_remat_recomputes_layers_without_changing_values_or_gradients(determinis
   np.testing.assert_allclose(plain[0], remat[0], rtol=1e-6)
   for a, b in zip(jax.tree.leaves(plain[1]), jax.tree.leaves(remat[1]), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)   # float32 recomputation order
+
+
+def test_span_head_benchmark_refuses_a_body_longer_than_the_reader_input(capsys):
+  with pytest.raises(SystemExit) as e:
+    span_head.main(["--body", "40", "--reader_len", "39"])
+  assert e.value.code == 2 and "--body must be in 1..--reader_len (39), got 40" in \
+      capsys.readouterr().err
